@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: BSD-3-Clause
+#include "registry.hpp"
+
+#include "log.hpp"
+#include "static_config.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace dat2::registry {
+
+namespace {
+
+// Consumer IA handles are small integers below every mappable address, so
+// they can never be mistaken for a provider's pointer.
+constexpr std::size_t kMaxIaHandles = 4096;
+
+struct StaticEntry {
+    ConfEntry conf;
+    DAT_PROVIDER_INFO info{};
+    std::unique_ptr<ProviderLibrary> library;
+    bool initialized = false;
+    unsigned open_ias = 0;
+};
+
+struct DynamicEntry {
+    const DAT_PROVIDER *provider = nullptr;
+    DAT_PROVIDER_INFO info{};
+    unsigned open_ias = 0;
+    StaticEntry *owner = nullptr; // the dat.conf entry whose init registered it
+};
+
+struct IaSlot {
+    DAT_IA_HANDLE provider_ia = nullptr;
+    DynamicEntry *provider = nullptr;
+    bool closing = false;
+};
+
+struct State {
+    // Recursive: provider init/fini call back into add/remove_provider, and
+    // provider query functions call dats_get_ia_handle.
+    std::recursive_mutex mu;
+    bool config_loaded = false;
+    std::string libdat2_dir;
+    std::vector<std::unique_ptr<StaticEntry>> statics;
+    std::vector<std::unique_ptr<DynamicEntry>> dynamics;
+    std::vector<IaSlot> ias = std::vector<IaSlot>(1); // slot 0 is DAT_HANDLE_NULL
+    StaticEntry *initializing = nullptr;
+};
+
+State &state()
+{
+    // Never destroyed: consumers may close IAs from atexit handlers or from
+    // destructors of their own statics.
+    static State *s = new State;
+    return *s;
+}
+
+bool name_fits(const char *name)
+{
+    return name && std::memchr(name, '\0', DAT_NAME_MAX_LENGTH) != nullptr && name[0] != '\0';
+}
+
+void ensure_config(State &s)
+{
+    if (s.config_loaded)
+        return;
+    s.config_loaded = true;
+    s.libdat2_dir = object_directory(reinterpret_cast<const void *>(&ensure_config));
+    StaticConfig cfg = read_static_config(s.libdat2_dir);
+    for (auto &e : cfg.entries) {
+        auto se = std::make_unique<StaticEntry>();
+        se->info = provider_info_of(e);
+        se->conf = std::move(e);
+        s.statics.push_back(std::move(se));
+    }
+}
+
+DynamicEntry *find_dynamic(State &s, const char *name)
+{
+    for (auto &d : s.dynamics)
+        if (std::strncmp(d->info.ia_name, name, DAT_NAME_MAX_LENGTH) == 0)
+            return d.get();
+    return nullptr;
+}
+
+// Whether a provider registered with `have` can serve an open that asks for
+// (major, minor, thread_safe). A thread-safe provider serves a non-thread-safe
+// consumer too; OFED required an exact match.
+DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT_UINT32 minor,
+                            DAT_BOOLEAN thread_safe, std::string &why)
+{
+    if (have.dapl_version_major != major) {
+        why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
+              std::to_string(have.dapl_version_minor) + ", the application asks for " +
+              std::to_string(major) + "." + std::to_string(minor);
+        return DAT_MAJOR_NOT_FOUND;
+    }
+    if (have.dapl_version_minor < minor) {
+        why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
+              std::to_string(have.dapl_version_minor) + ", older than the " +
+              std::to_string(major) + "." + std::to_string(minor) + " the application asks for";
+        return DAT_MINOR_NOT_FOUND;
+    }
+    if (thread_safe && !have.is_thread_safe) {
+        why = "it is nonthreadsafe and the application asks for a thread-safe provider "
+              "(mark the entry threadsafe if the provider is, or build the application "
+              "with DAT_THREADSAFE=DAT_FALSE)";
+        return DAT_THREAD_SAFETY_NOT_FOUND;
+    }
+    return static_cast<DAT_RETURN_SUBTYPE>(0);
+}
+
+void unload(State &s, StaticEntry &e)
+{
+    if (e.initialized) {
+        DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_fini for %s (%s)",
+                 e.conf.ia_name.c_str(), e.library->path.c_str());
+        e.library->fini(&e.info);
+        e.initialized = false;
+    }
+    // A provider that did not remove itself must not outlive its code.
+    for (auto it = s.dynamics.begin(); it != s.dynamics.end();) {
+        if ((*it)->owner == &e) {
+            DAT2_LOG(log::kDynamicRegistry,
+                     "dynamic registry: %s did not remove itself in dat_provider_fini; removed",
+                     (*it)->info.ia_name);
+            it = s.dynamics.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    e.library.reset();
+}
+
+void release(State &s, DynamicEntry *d)
+{
+    --d->open_ias;
+    if (StaticEntry *owner = d->owner) {
+        if (--owner->open_ias == 0)
+            unload(s, *owner);
+    }
+}
+
+// Loads and initializes the first usable dat.conf entry named `name`.
+// Returns the dynamic entry it registered, or nullptr with `code` set.
+DynamicEntry *load_static(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
+                          DAT_BOOLEAN thread_safe, DAT_RETURN &code)
+{
+    std::vector<std::string> reasons;
+    DAT_RETURN_SUBTYPE subtype = DAT_NAME_NOT_REGISTERED;
+    bool any = false;
+    for (auto &ep : s.statics) {
+        StaticEntry &e = *ep;
+        if (e.conf.ia_name != name)
+            continue;
+        any = true;
+        std::string where = e.conf.file + ":" + std::to_string(e.conf.line);
+        if (!e.conf.loadable()) {
+            reasons.push_back(where + ": entry is " +
+                              (e.conf.api_kind != 'u' ? "for kernel consumers ('k' API version)"
+                                                      : "marked nondefault (disabled)"));
+            continue;
+        }
+        std::string why;
+        if (DAT_RETURN_SUBTYPE sub = mismatch(e.info, major, minor, thread_safe, why)) {
+            reasons.push_back(where + ": " + why);
+            subtype = sub;
+            continue;
+        }
+        if (!e.library) {
+            e.library = load_provider_library(e.conf.library, s.libdat2_dir, why);
+            if (!e.library) {
+                reasons.push_back(where + ": " + why);
+                subtype = DAT_NAME_NOT_REGISTERED;
+                continue;
+            }
+        }
+        if (!e.initialized) {
+            DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_init for %s from %s",
+                     name, e.library->path.c_str());
+            s.initializing = &e;
+            e.library->init(&e.info, e.conf.ia_params.c_str());
+            s.initializing = nullptr;
+            e.initialized = true;
+        }
+        if (DynamicEntry *d = find_dynamic(s, name))
+            return d;
+        reasons.push_back(where + ": " + e.library->path +
+                          ": dat_provider_init did not register a provider named '" + name +
+                          "' (the provider rejected its ia_params \"" + e.conf.ia_params +
+                          "\" or found no device; its own log may say more)");
+        subtype = DAT_NAME_NOT_REGISTERED;
+        if (e.open_ias == 0)
+            unload(s, e);
+    }
+    if (!any) {
+        std::string known;
+        for (auto &e : s.statics)
+            if (e->conf.loadable() && known.find(" " + e->conf.ia_name + ",") == std::string::npos)
+                known += " " + e->conf.ia_name + ",";
+        if (!known.empty())
+            known.pop_back();
+        DAT2_ERR("dat_ia_open('%s'): no such provider: not in dat.conf and not registered "
+                 "(known:%s)",
+                 name, known.empty() ? " none" : known.c_str());
+    } else {
+        for (auto &r : reasons)
+            DAT2_ERR("dat_ia_open('%s'): %s", name, r.c_str());
+    }
+    code = DAT_ERROR(DAT_PROVIDER_NOT_FOUND, subtype);
+    return nullptr;
+}
+
+} // namespace
+
+DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info)
+{
+    if (!provider)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    if (!info || !name_fits(info->ia_name))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!provider->ia_open_func || !provider->ia_close_func) {
+        DAT2_ERR("dat_registry_add_provider('%s'): provider table has no ia_open or ia_close",
+                 info->ia_name);
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    }
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    if (find_dynamic(s, info->ia_name)) {
+        DAT2_LOG(log::kDynamicRegistry, "dynamic registry: '%s' is already registered",
+                 info->ia_name);
+        return DAT_PROVIDER_ALREADY_REGISTERED;
+    }
+    auto d = std::make_unique<DynamicEntry>();
+    d->provider = provider;
+    d->info = *info;
+    d->owner = s.initializing;
+    s.dynamics.push_back(std::move(d));
+    DAT2_LOG(log::kDynamicRegistry, "dynamic registry: added '%s' (API %u.%u, %s)", info->ia_name,
+             info->dapl_version_major, info->dapl_version_minor,
+             info->is_thread_safe ? "threadsafe" : "nonthreadsafe");
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info)
+{
+    if (!provider)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    if (!info || !name_fits(info->ia_name))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    auto it = std::find_if(s.dynamics.begin(), s.dynamics.end(), [&](const auto &d) {
+        return std::strncmp(d->info.ia_name, info->ia_name, DAT_NAME_MAX_LENGTH) == 0 &&
+               d->provider == provider;
+    });
+    if (it == s.dynamics.end())
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if ((*it)->open_ias > 0)
+        return DAT_PROVIDER_IN_USE;
+    s.dynamics.erase(it);
+    DAT2_LOG(log::kDynamicRegistry, "dynamic registry: removed '%s'", info->ia_name);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
+                          DAT_PROVIDER_INFO *(dat_provider_list[]))
+{
+    if (!entries_returned)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    ensure_config(s);
+    // Every loadable dat.conf entry (a fail-over chain once), then providers
+    // that registered themselves without a dat.conf entry.
+    std::vector<const DAT_PROVIDER_INFO *> infos;
+    auto listed = [&](const char *name) {
+        return std::any_of(infos.begin(), infos.end(), [&](const DAT_PROVIDER_INFO *i) {
+            return std::strncmp(i->ia_name, name, DAT_NAME_MAX_LENGTH) == 0;
+        });
+    };
+    for (auto &e : s.statics)
+        if (e->conf.loadable() && !listed(e->info.ia_name))
+            infos.push_back(&e->info);
+    for (auto &d : s.dynamics)
+        if (!listed(d->info.ia_name))
+            infos.push_back(&d->info);
+    const auto count = static_cast<DAT_COUNT>(infos.size());
+    if (max_to_return < count || max_to_return <= 0) {
+        *entries_returned = count;
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    }
+    if (!dat_provider_list) {
+        *entries_returned = count;
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    }
+    for (DAT_COUNT i = 0; i < count; ++i) {
+        if (!dat_provider_list[i]) {
+            *entries_returned = count;
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+        }
+    }
+    for (DAT_COUNT i = 0; i < count; ++i)
+        *dat_provider_list[i] = *infos[static_cast<std::size_t>(i)];
+    *entries_returned = count;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer)
+{
+    if (!name_fits(name1))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    if (!name_fits(name2))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!answer)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    ensure_config(s);
+    auto library_of = [&](const char *name) -> const std::string * {
+        for (auto &e : s.statics)
+            if (e->conf.loadable() && e->conf.ia_name == name)
+                return &e->conf.library;
+        return nullptr;
+    };
+    const std::string *l1 = library_of(name1);
+    const std::string *l2 = library_of(name2);
+    bool known1 = l1 || find_dynamic(s, name1);
+    bool known2 = l2 || find_dynamic(s, name2);
+    if (!known1 || !known2)
+        return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    // The registry only knows names and libraries: the same name is the same
+    // IA; different provider libraries cannot fail over to each other; for
+    // the rest only an open IA (dat_ia_ha_related) can tell.
+    if (std::strncmp(name1, name2, DAT_NAME_MAX_LENGTH) == 0)
+        *answer = DAT_HA_TRUE;
+    else if (l1 && l2 && *l1 != *l2)
+        *answer = DAT_HA_FALSE;
+    else
+        *answer = DAT_HA_UNKNOWN;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
+                   DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
+                   DAT_BOOLEAN thread_safety)
+{
+    if (!name_fits(name))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    if (async_evd_qlen < 0)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    if (!async_evd)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    if (!ia_handle)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    // dat_ia_open(3DAT): the RO_AWARE_ prefix is removed before the lookup.
+    static const char kRoAware[] = "RO_AWARE_";
+    if (std::strncmp(name, kRoAware, sizeof kRoAware - 1) == 0 && name[sizeof kRoAware - 1])
+        name += sizeof kRoAware - 1;
+
+    State &s = state();
+    DynamicEntry *provider = nullptr;
+    {
+        std::lock_guard<std::recursive_mutex> lock(s.mu);
+        ensure_config(s);
+        provider = find_dynamic(s, name);
+        if (provider) {
+            std::string why;
+            if (DAT_RETURN_SUBTYPE sub = mismatch(provider->info, major, minor, thread_safety, why)) {
+                DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name,
+                         why.c_str());
+                return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, sub);
+            }
+        } else {
+            DAT_RETURN code = DAT_SUCCESS;
+            provider = load_static(s, name, major, minor, thread_safety, code);
+            if (!provider)
+                return code;
+        }
+        // Hold the provider (and its library) while its ia_open runs unlocked.
+        ++provider->open_ias;
+        if (provider->owner)
+            ++provider->owner->open_ias;
+    }
+
+    DAT_IA_HANDLE provider_ia = nullptr;
+    DAT_RETURN ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen,
+                                                      async_evd, &provider_ia);
+
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    if (ret != DAT_SUCCESS || !provider_ia) {
+        if (ret == DAT_SUCCESS)
+            ret = DAT_INTERNAL_ERROR;
+        const char *major_msg = "", *minor_msg = "";
+        dat_strerror(ret, &major_msg, &minor_msg);
+        DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
+                 *minor_msg ? " " : "", minor_msg);
+        release(s, provider);
+        return ret;
+    }
+    std::size_t slot = 1;
+    while (slot < s.ias.size() && s.ias[slot].provider_ia)
+        ++slot;
+    if (slot >= kMaxIaHandles) {
+        DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
+                 kMaxIaHandles - 1);
+        provider->provider->ia_close_func(provider_ia, DAT_CLOSE_ABRUPT_FLAG);
+        release(s, provider);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
+    }
+    if (slot == s.ias.size())
+        s.ias.emplace_back();
+    s.ias[slot] = IaSlot{provider_ia, provider, false};
+    *ia_handle = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(slot));
+    DAT2_LOG(log::kConsumerApi, "dat_ia_open('%s') = IA %zu (provider %p)", name, slot,
+             static_cast<void *>(provider_ia));
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
+{
+    if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    State &s = state();
+    const auto slot = reinterpret_cast<std::uintptr_t>(ia_handle);
+    DAT_IA_HANDLE provider_ia;
+    DynamicEntry *provider;
+    {
+        std::lock_guard<std::recursive_mutex> lock(s.mu);
+        if (slot == 0 || slot >= s.ias.size() || !s.ias[slot].provider_ia || s.ias[slot].closing)
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+        s.ias[slot].closing = true; // a second concurrent close sees an invalid handle
+        provider_ia = s.ias[slot].provider_ia;
+        provider = s.ias[slot].provider;
+    }
+    DAT_RETURN ret = provider->provider->ia_close_func(provider_ia, flags);
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    if (ret != DAT_SUCCESS) {
+        s.ias[slot].closing = false;
+        return ret;
+    }
+    s.ias[slot] = IaSlot{};
+    DAT2_LOG(log::kConsumerApi, "dat_ia_close(IA %zu)", static_cast<std::size_t>(slot));
+    release(s, provider);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out)
+{
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    const auto value = reinterpret_cast<std::uintptr_t>(handle);
+    if (value != 0 && value < s.ias.size()) {
+        const IaSlot &slot = s.ias[value];
+        if (slot.provider_ia && !slot.closing) {
+            *out = slot.provider_ia;
+            return DAT_SUCCESS;
+        }
+        return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+    }
+    if (value >= kMaxIaHandles) {
+        for (std::size_t i = 1; i < s.ias.size(); ++i) {
+            if (s.ias[i].provider_ia == handle) {
+                *out = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(i));
+                return DAT_SUCCESS;
+            }
+        }
+    }
+    return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
+}
+
+bool is_consumer_ia(DAT_HANDLE handle)
+{
+    State &s = state();
+    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    const auto value = reinterpret_cast<std::uintptr_t>(handle);
+    return value != 0 && value < s.ias.size() && s.ias[value].provider_ia;
+}
+
+} // namespace dat2::registry

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// libdat2's state: the static registry (dat.conf entries and their loaded
+// libraries), the dynamic registry (providers that registered themselves)
+// and the table that turns provider IA pointers into the small integers
+// consumers see, as OFED does.
+#pragma once
+
+#include <dat2/udat.h>
+#include "dat2_internal.h"
+#include <dat2/dat_registry.h>
+
+namespace dat2::registry {
+
+DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info);
+DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info);
+DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
+                          DAT_PROVIDER_INFO *(dat_provider_list[]));
+DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer);
+
+DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
+                   DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
+                   DAT_BOOLEAN thread_safety);
+DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags);
+
+// Consumer IA handle (small integer) <-> provider IA pointer. A value that is
+// not a live small integer is looked up as a provider pointer and its small
+// integer returned, which is how providers report the consumer's handle.
+DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out);
+// True when `handle` is a live consumer IA handle (a small integer).
+bool is_consumer_ia(DAT_HANDLE handle);
+
+} // namespace dat2::registry

@@ -1,0 +1,83 @@
+#!/bin/bash
+# Every way an open can fail prints its own cause, on stderr, naming the
+# dat.conf file and line where one is involved; datinfo shows the same.
+set -u
+probe=$1 datinfo=$2 libdir=$3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { # name, file, pattern
+    if grep -qE -- "$3" "$2"; then echo "ok: $1"; else echo "FAIL: $1: no /$3/ in:"; sed 's/^/    /' "$2"; fail=1; fi
+}
+run() { # conf-or-empty, ia name -> $tmp/out, $tmp/err
+    DAT_OVERRIDE=$1 "$probe" $2 >"$tmp/out" 2>"$tmp/err"
+}
+
+cat >"$tmp/dat.conf" <<CONF
+good      u2.0 threadsafe    default $libdir/libdat2_test_provider.so test.2.0 "ok" ""
+missing   u2.0 threadsafe    default $tmp/nope.so test.2.0 "" ""
+noinit    u2.0 threadsafe    default $libdir/libdat2_test_noinit.so test.2.0 "" ""
+old       u1.1 threadsafe    default $libdir/libdat2_test_provider.so test.2.0 "ok" ""
+bad-api   x2.0 threadsafe    default $libdir/libdat2_test_provider.so test.2.0 "ok" ""
+noreg     u2.0 threadsafe    default $libdir/libdat2_test_provider.so test.2.0 "noregister" ""
+CONF
+echo 'not a dat.conf line at all' >>"$tmp/dat.conf"
+printf 'notalib u2.0 threadsafe default %s test.2.0 "" ""\n' "$tmp/dat.conf" >>"$tmp/dat.conf"
+
+run "$tmp/dat.conf" good
+check "good entry opens" "$tmp/out" "open good: ok"
+check "malformed api_version named with file, line, field" "$tmp/err" "dat.conf:5: field 'api_version': expected \[u\|k\]MAJOR.MINOR"
+check "short record named with file, line, missing field" "$tmp/err" "dat.conf:7: field 'ia_params': missing"
+run "$tmp/dat.conf" missing
+check "missing library: dlopen's reason" "$tmp/err" "dat.conf:2: cannot load .*nope.so.*No such file or directory"
+check "missing library: DAT code" "$tmp/out" "DAT_PROVIDER_NOT_FOUND DAT_NAME_NOT_REGISTERED"
+run "$tmp/dat.conf" noinit
+check "library without dat_provider_init" "$tmp/err" "dat.conf:3: .*is not a DAT provider: it has no dat_provider_init"
+run "$tmp/dat.conf" old
+check "version mismatch" "$tmp/err" "dat.conf:4: it implements DAT API 1.1, the application asks for 2.0"
+check "version mismatch code" "$tmp/out" "DAT_PROVIDER_NOT_FOUND DAT_MAJOR_NOT_FOUND"
+run "$tmp/dat.conf" noreg
+check "provider that does not register" "$tmp/err" "dat.conf:6: .*did not register a provider named 'noreg'"
+run "$tmp/dat.conf" notalib
+check "a file that is not a shared object" "$tmp/err" "dat.conf:8: cannot load .*dat.conf"
+run "$tmp/dat.conf" typo-name
+check "unknown name lists the known ones" "$tmp/err" "no such provider.*known: good, missing, noinit, old, noreg, notalib"
+run "$tmp/nonexistent.conf" good
+check "unreadable DAT_OVERRIDE is reported" "$tmp/err" "cannot read dat.conf .*nonexistent.conf \(DAT_OVERRIDE\): No such file"
+check "no fallback after an unreadable DAT_OVERRIDE" "$tmp/out" "DAT_PROVIDER_NOT_FOUND"
+
+# Errors never go to stdout by default...
+run "$tmp/dat.conf" missing
+if grep -q '^dat2:' "$tmp/out"; then echo "FAIL: log lines on stdout"; fail=1; else echo "ok: log lines stay off stdout"; fi
+# ...but do with DAT_DBG_DEST=1 (OFED's stdout), and DAT_DBG_TYPE=0 silences them.
+DAT_DBG_DEST=1 DAT_OVERRIDE=$tmp/dat.conf "$probe" missing >"$tmp/out" 2>"$tmp/err"
+check "DAT_DBG_DEST=1 sends the log to stdout" "$tmp/out" "^dat2: .*cannot load"
+DAT_DBG_TYPE=0 DAT_OVERRIDE=$tmp/dat.conf "$probe" missing >"$tmp/out" 2>"$tmp/err"
+if [ -s "$tmp/err" ]; then echo "FAIL: DAT_DBG_TYPE=0 still logs"; fail=1; else echo "ok: DAT_DBG_TYPE=0 silences the log"; fi
+DAT_DBG_TYPE=0xff DAT_OVERRIDE=$tmp/dat.conf "$probe" good >"$tmp/out" 2>"$tmp/err"
+check "DAT_DBG_TYPE=0xff traces the static registry" "$tmp/err" "static registry: dat_provider_init for good"
+
+# datinfo: the same causes, per entry, text and JSON.
+DAT_OVERRIDE=$tmp/dat.conf "$datinfo" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc = 1 ] && echo "ok: datinfo exits 1 when an entry fails" || { echo "FAIL: datinfo exit $rc"; fail=1; }
+check "datinfo names the file" "$tmp/out" "$tmp/dat.conf \(DAT_OVERRIDE\): read"
+check "datinfo shows diagnostics" "$tmp/out" "dat.conf:5: field 'api_version'"
+check "datinfo shows the good entry's attributes" "$tmp/out" "adapter_name +good"
+check "datinfo shows why a library does not load" "$tmp/out" "does not load: cannot load .*nope.so.*No such file"
+check "datinfo shows a missing entry point" "$tmp/out" "does not load: .*no dat_provider_init"
+DAT_OVERRIDE=$tmp/dat.conf "$datinfo" --json >"$tmp/json" 2>/dev/null
+if python3 - "$tmp/json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+e = {x["ia_name"]: x for x in d["entries"]}
+assert e["good"]["open"]["status"] == "DAT_SUCCESS", e["good"]
+assert e["good"]["open"]["ia_attr"]["adapter_name"] == "good"
+assert e["missing"]["library_loads"] is False and "No such file" in e["missing"]["library_error"]
+assert e["old"]["open"]["status"] == "DAT_PROVIDER_NOT_FOUND DAT_MAJOR_NOT_FOUND"
+assert len(d["diagnostics"]) == 2 and d["diagnostics"][0]["line"] == 5
+assert any(t["name"] == "DAT_OVERRIDE" for t in d["tunables"])
+PY
+then echo "ok: datinfo --json is valid and complete"; else echo "FAIL: datinfo --json"; fail=1; fi
+DAT_OVERRIDE=$tmp/dat.conf "$datinfo" good >"$tmp/out" 2>&1 && echo "ok: datinfo NAME exits 0 for a good entry" || { echo "FAIL: datinfo good"; fail=1; }
+"$datinfo" --bogus >/dev/null 2>&1; [ $? = 2 ] && echo "ok: datinfo rejects bad usage" || { echo "FAIL: datinfo usage"; fail=1; }
+exit $fail

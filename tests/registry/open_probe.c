@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* A minimal DAT consumer, compiled as C against the public headers:
+ * dat2_open_probe [IA_NAME] opens the IA, queries it, closes it and prints
+ * one line with the result. Without a name it lists the providers. */
+#include <dat2/udat.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int list(void)
+{
+    DAT_COUNT n = 0, got = 0, i;
+    DAT_PROVIDER_INFO *infos, **ptrs;
+    dat_registry_list_providers(0, &n, NULL);
+    if (n <= 0) {
+        printf("providers: 0\n");
+        return 0;
+    }
+    infos = calloc((size_t)n, sizeof *infos);
+    ptrs = calloc((size_t)n, sizeof *ptrs);
+    for (i = 0; i < n; i++)
+        ptrs[i] = &infos[i];
+    if (dat_registry_list_providers(n, &got, ptrs) != DAT_SUCCESS) {
+        printf("list failed\n");
+        return 1;
+    }
+    printf("providers: %d\n", (int)got);
+    for (i = 0; i < got; i++)
+        printf("  %s %u.%u %s\n", infos[i].ia_name, infos[i].dapl_version_major,
+               infos[i].dapl_version_minor, infos[i].is_thread_safe ? "threadsafe" : "nonthreadsafe");
+    free(infos);
+    free(ptrs);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+    DAT_IA_ATTR attr;
+    DAT_RETURN r;
+    const char *major = "", *minor = "";
+
+    if (argc < 2)
+        return list();
+    r = dat_ia_open(argv[1], 8, &evd, &ia);
+    if (r != DAT_SUCCESS) {
+        dat_strerror(r, &major, &minor);
+        printf("open %s: %s %s\n", argv[1], major, minor);
+        return 1;
+    }
+    r = dat_ia_query(ia, NULL, DAT_IA_FIELD_ALL, &attr, 0, NULL);
+    if (r != DAT_SUCCESS) {
+        dat_strerror(r, &major, &minor);
+        printf("query %s: %s %s\n", argv[1], major, minor);
+        return 1;
+    }
+    r = dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    if (r != DAT_SUCCESS) {
+        dat_strerror(r, &major, &minor);
+        printf("close %s: %s %s\n", argv[1], major, minor);
+        return 1;
+    }
+    printf("open %s: ok adapter=%s\n", argv[1], attr.adapter_name);
+    return 0;
+}
