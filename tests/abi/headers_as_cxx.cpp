@@ -1,0 +1,32 @@
+/*
+ * headers_compile_cxx17: the public uDAPL headers, included exactly as a
+ * consumer does, must compile as C++17 with -Wall -Wextra -Werror, and the
+ * API must keep C language linkage (checked in full by abi_conformance
+ * when it is given the C++ compiler; spot-checked here).
+ */
+#include <dat2/udat.h>
+#include <dat2/dat_registry.h>
+#include <dat2/dat_ib_extensions.h>
+
+// Redeclaring with C linkage is ill-formed if the headers gave C++ linkage.
+extern "C" decltype(dat_ia_openv) dat_ia_openv;
+extern "C" decltype(dat_evd_wait) dat_evd_wait;
+extern "C" decltype(dat_registry_list_providers) dat_registry_list_providers;
+
+int headers_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd);
+
+int headers_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd)
+{
+    DAT_EVENT event{};
+    DAT_COUNT more = 0;
+    DAT_IB_EXTENSION_EVENT_DATA ext{};
+    static_cast<void>(ext);
+    DAT_RETURN (*close_fn)(DAT_IA_HANDLE, DAT_CLOSE_FLAGS) = dat_ia_close;
+
+    DAT_RETURN ret = dat_evd_wait(evd, DAT_TIMEOUT_INFINITE, 1, &event, &more);
+    if (DAT_GET_TYPE(ret) != DAT_SUCCESS)
+        return -1;
+    if (event.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
+        return static_cast<int>(close_fn(ia, DAT_CLOSE_DEFAULT));
+    return static_cast<int>(DAT_IB_EXTENSION_VERSION);
+}
