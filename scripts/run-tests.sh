@@ -1,0 +1,61 @@
+#!/bin/bash
+# Every test on a fresh Debian 12 machine: install what is needed, build each
+# configuration once (plain, ASan+UBSan, TSan, libFuzzer), run the suites,
+# and print one closing line "N passed, N failed".
+set -uo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=${DAT2_TEST_OUT:-$top/build-tests}
+bash "$top/scripts/setup-deps.sh" || exit 1
+mkdir -p "$out"
+passed=0 failed=0
+declare -a failures=()
+
+# ctest_in DIR LABEL [ctest args]: runs a suite, adds its counts.
+ctest_in() {
+  local dir=$1 label=$2; shift 2
+  local log="$out/$label.ctest.log"
+  (cd "$dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600 "$@") >"$log" 2>&1
+  local summary
+  summary=$(grep -E "tests passed, [0-9]+ tests failed out of" "$log" | tail -1)
+  local total fail
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$summary")
+  fail=$(sed -E 's/.* ([0-9]+) tests failed.*/\1/' <<<"$summary")
+  if [ -z "$summary" ]; then
+    echo "[$label] no test ran; see $log"; tail -20 "$log"; failed=$((failed + 1)); failures+=("$label: no tests")
+    return
+  fi
+  passed=$((passed + total - fail)); failed=$((failed + fail))
+  echo "[$label] $summary"
+  if [ "$fail" != 0 ]; then
+    grep -E "^\s+[0-9]+ - " "$log" | sed "s/^/[$label] FAILED /"
+    sed -n '/The following tests FAILED/q;/\*\*\*Failed\|Failure\|FAIL:/,+15p' "$log" | head -80
+    failures+=("$label")
+  fi
+}
+
+build() { # dir label cmake-args...
+  local dir=$1 label=$2; shift 2
+  echo "[$label] building in $dir"
+  if ! bash "$top/scripts/build.sh" "$dir" "$@" >"$out/$label.build.log" 2>&1; then
+    echo "[$label] BUILD FAILED"; tail -30 "$out/$label.build.log"; failed=$((failed + 1)); failures+=("$label: build"); return 1
+  fi
+  grep -E "warning" "$out/$label.build.log" | head -20
+  return 0
+}
+
+start=$(date +%s)
+build "$out/plain" plain && ctest_in "$out/plain" plain
+build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
+  && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     ctest_in "$out/asan" asan
+build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
+  && TSAN_OPTIONS=halt_on_error=1 ctest_in "$out/tsan" tsan -R "registry_test|dat_conf|registry_"
+build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+      -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-60}" \
+  && ctest_in "$out/fuzz" fuzz -V
+grep -hE "stat::number_of_executed_units|Done [0-9]+ runs" "$out"/fuzz.ctest.log 2>/dev/null | sed 's/^/[fuzz] /' | head -3
+
+echo "total time: $(( $(date +%s) - start )) s"
+[ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
