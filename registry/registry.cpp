@@ -39,6 +39,9 @@ struct IaSlot {
     DAT_IA_HANDLE provider_ia = nullptr;
     DynamicEntry *provider = nullptr;
     bool closing = false;
+    bool reserved = false; // held for an ia_open in progress
+
+    bool free() const { return !provider_ia && !reserved; }
 };
 
 struct State {
@@ -366,6 +369,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
 
     State &s = state();
     DynamicEntry *provider = nullptr;
+    std::size_t slot = 1;
     {
         std::lock_guard<std::recursive_mutex> lock(s.mu);
         ensure_config(s);
@@ -383,6 +387,20 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
             if (!provider)
                 return code;
         }
+        // A handle for the IA, taken before the provider opens it so that
+        // running out of handles never has to undo a provider open.
+        while (slot < s.ias.size() && !s.ias[slot].free())
+            ++slot;
+        if (slot >= kMaxIaHandles) {
+            DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
+                     kMaxIaHandles - 1);
+            if (provider->owner && provider->owner->open_ias == 0)
+                unload(s, *provider->owner);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        }
+        if (slot == s.ias.size())
+            s.ias.emplace_back();
+        s.ias[slot].reserved = true;
         // Hold the provider (and its library) while its ia_open runs unlocked.
         ++provider->open_ias;
         if (provider->owner)
@@ -401,22 +419,11 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         dat_strerror(ret, &major_msg, &minor_msg);
         DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
                  *minor_msg ? " " : "", minor_msg);
+        s.ias[slot] = IaSlot{};
         release(s, provider);
         return ret;
     }
-    std::size_t slot = 1;
-    while (slot < s.ias.size() && s.ias[slot].provider_ia)
-        ++slot;
-    if (slot >= kMaxIaHandles) {
-        DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
-                 kMaxIaHandles - 1);
-        provider->provider->ia_close_func(provider_ia, DAT_CLOSE_ABRUPT_FLAG);
-        release(s, provider);
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_DEVICE);
-    }
-    if (slot == s.ias.size())
-        s.ias.emplace_back();
-    s.ias[slot] = IaSlot{provider_ia, provider, false};
+    s.ias[slot] = IaSlot{provider_ia, provider, false, false};
     *ia_handle = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(slot));
     DAT2_LOG(log::kConsumerApi, "dat_ia_open('%s') = IA %zu (provider %p)", name, slot,
              static_cast<void *>(provider_ia));
