@@ -50,7 +50,7 @@ inline DAT_RETURN call(const char *fn, const void *handle, DAT_RETURN_SUBTYPE in
     if (reinterpret_cast<std::uintptr_t>(handle) < kLowestObject)
         return DAT_ERROR(DAT_INVALID_HANDLE, invalid);
     const DAT_PROVIDER *p = provider_of(handle);
-    if (!p)
+    if (!dat2::registry::known_provider(p))
         return DAT_ERROR(DAT_INVALID_HANDLE, invalid);
     auto f = p->*Slot;
     if (!f)
@@ -88,7 +88,7 @@ inline DAT_RETURN any_handle(DAT_HANDLE h, DAT_HANDLE *out) noexcept
         *out = ia;
         return DAT_SUCCESS;
     }
-    if (!provider_of(h))
+    if (!dat2::registry::known_provider(provider_of(h)))
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
     *out = h;
     return DAT_SUCCESS;
@@ -182,12 +182,23 @@ DAT2_EXPORT DAT_RETURN dat_get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE *type)
 
 DAT2_EXPORT DAT_RETURN dat_extension_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...)
 {
-    DAT_HANDLE ph = nullptr;
-    if (DAT_RETURN r = any_handle(h, &ph))
-        return r;
     va_list args;
     va_start(args, op);
-    DAT_RETURN r = call<&P::handle_extendedop_func>(FN, ph, DAT_INVALID_HANDLE1, ph, op, args);
+    DAT_RETURN r;
+    if (!h && (op & DAT_OPEN_EXTENSION_BASE)) {
+        // Opened by IA name (dat_ib_open_query): the name is the first argument.
+        const char *name = va_arg(args, const char *);
+        r = guarded(FN, [&] { return dat2::registry::extension_open(name, op, args); });
+    } else {
+        DAT_HANDLE ph = nullptr;
+        r = any_handle(h, &ph);
+        if (r == DAT_SUCCESS) {
+            if (op & DAT_CLOSE_EXTENSION_BASE)
+                r = guarded(FN, [&] { return dat2::registry::extension_close(ph, op, args); });
+            else
+                r = call<&P::handle_extendedop_func>(FN, ph, DAT_INVALID_HANDLE1, ph, op, args);
+        }
+    }
     va_end(args);
     return r;
 }

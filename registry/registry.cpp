@@ -5,6 +5,7 @@
 #include "static_config.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -23,16 +24,19 @@ constexpr std::size_t kMaxIaHandles = 4096;
 struct StaticEntry {
     ConfEntry conf;
     DAT_PROVIDER_INFO info{};
+    // Loaded once and kept: code of a finalized provider may still be on the
+    // stack of a thread that a close just woke (dat_evd_wait returning
+    // DAT_ABORT), so the registry never unmaps it.
     std::unique_ptr<ProviderLibrary> library;
     bool initialized = false;
-    unsigned open_ias = 0;
+    unsigned open_ias = 0; // IAs and extension handles held through this entry
 };
 
 struct DynamicEntry {
     const DAT_PROVIDER *provider = nullptr;
     DAT_PROVIDER_INFO info{};
     unsigned open_ias = 0;
-    StaticEntry *owner = nullptr; // the dat.conf entry whose init registered it
+    StaticEntry *owner = nullptr; // the dat.conf entry that registered it
 };
 
 struct IaSlot {
@@ -44,16 +48,21 @@ struct IaSlot {
     bool free() const { return !provider_ia && !reserved; }
 };
 
+// Two locks, taken in this order and never the other way:
+//  - load_mu serializes reading dat.conf, loading libraries and calling
+//    dat_provider_init/fini (recursive: an init may open another IA);
+//  - table_mu guards the dynamic registry, the IA handle table and the
+//    reference counts, and is never held while any provider code runs.
+// Provider callbacks (add/remove_provider, dats_get_ia_handle) take only
+// table_mu, so they work from any thread, even during an init.
 struct State {
-    // Recursive: provider init/fini call back into add/remove_provider, and
-    // provider query functions call dats_get_ia_handle.
-    std::recursive_mutex mu;
+    std::recursive_mutex load_mu;
+    std::mutex table_mu;
     bool config_loaded = false;
     std::string libdat2_dir;
-    std::vector<std::unique_ptr<StaticEntry>> statics;
+    std::vector<std::unique_ptr<StaticEntry>> statics; // fixed after config load
     std::vector<std::unique_ptr<DynamicEntry>> dynamics;
     std::vector<IaSlot> ias = std::vector<IaSlot>(1); // slot 0 is DAT_HANDLE_NULL
-    StaticEntry *initializing = nullptr;
 };
 
 State &state()
@@ -64,12 +73,30 @@ State &state()
     return *s;
 }
 
+// Every provider table ever registered. Append-only and lock-free, so that
+// dispatch can refuse a handle whose first word is not a provider table.
+constexpr std::size_t kMaxKnownProviders = 1024;
+std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
+std::atomic<std::size_t> g_known_count{0};
+
+void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
+{
+    std::size_t n = g_known_count.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i)
+        if (g_known[i].load(std::memory_order_relaxed) == p)
+            return;
+    if (n == kMaxKnownProviders)
+        return; // beyond this, such handles are trusted as OFED trusts all
+    g_known[n].store(p, std::memory_order_relaxed);
+    g_known_count.store(n + 1, std::memory_order_release);
+}
+
 bool name_fits(const char *name)
 {
     return name && std::memchr(name, '\0', DAT_NAME_MAX_LENGTH) != nullptr && name[0] != '\0';
 }
 
-void ensure_config(State &s)
+void ensure_config(State &s) // load_mu held
 {
     if (s.config_loaded)
         return;
@@ -84,7 +111,7 @@ void ensure_config(State &s)
     }
 }
 
-DynamicEntry *find_dynamic(State &s, const char *name)
+DynamicEntry *find_dynamic(State &s, const char *name) // table_mu held
 {
     for (auto &d : s.dynamics)
         if (std::strncmp(d->info.ia_name, name, DAT_NAME_MAX_LENGTH) == 0)
@@ -119,17 +146,35 @@ DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT
     return static_cast<DAT_RETURN_SUBTYPE>(0);
 }
 
-void unload(State &s, StaticEntry &e)
+// Calls into provider code, which may be C++ and throw: the registry's
+// state must survive that, so each call site learns of it as a failure.
+template <class F>
+bool provider_call(const char *what, const char *name, F &&f) noexcept
 {
-    if (e.initialized) {
-        DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_fini for %s (%s)",
-                 e.conf.ia_name.c_str(), e.library->path.c_str());
-        e.library->fini(&e.info);
-        e.initialized = false;
+    try {
+        f();
+        return true;
+    } catch (const std::exception &e) {
+        DAT2_ERR("%s for '%s' threw: %s", what, name, e.what());
+    } catch (...) {
+        DAT2_ERR("%s for '%s' threw", what, name);
     }
-    // A provider that did not remove itself must not outlive its code.
+    return false;
+}
+
+// Finalizes an entry nobody holds any more. load_mu held, table_mu not.
+void finalize(State &s, StaticEntry &e)
+{
+    if (!e.initialized)
+        return;
+    e.initialized = false;
+    DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_fini for %s (%s)",
+             e.conf.ia_name.c_str(), e.library->path.c_str());
+    provider_call("dat_provider_fini", e.conf.ia_name.c_str(), [&] { e.library->fini(&e.info); });
+    // A provider that did not remove itself must not stay registered.
+    std::lock_guard<std::mutex> table(s.table_mu);
     for (auto it = s.dynamics.begin(); it != s.dynamics.end();) {
-        if ((*it)->owner == &e) {
+        if ((*it)->owner == &e && (*it)->open_ias == 0) {
             DAT2_LOG(log::kDynamicRegistry,
                      "dynamic registry: %s did not remove itself in dat_provider_fini; removed",
                      (*it)->info.ia_name);
@@ -138,23 +183,61 @@ void unload(State &s, StaticEntry &e)
             ++it;
         }
     }
-    e.library.reset();
 }
 
-void release(State &s, DynamicEntry *d)
+// Drops one reference taken by take_reference. Returns the entry to
+// finalize (call finalize() with load_mu held) or nullptr. table_mu held.
+StaticEntry *drop_reference(DynamicEntry *d)
 {
     --d->open_ias;
-    if (StaticEntry *owner = d->owner) {
+    if (StaticEntry *owner = d->owner)
         if (--owner->open_ias == 0)
-            unload(s, *owner);
-    }
+            return owner;
+    return nullptr;
 }
 
-// Loads and initializes the first usable dat.conf entry named `name`.
-// Returns the dynamic entry it registered, or nullptr with `code` set.
-DynamicEntry *load_static(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
-                          DAT_BOOLEAN thread_safe, DAT_RETURN &code)
+void take_reference(DynamicEntry *d) // table_mu held
 {
+    ++d->open_ias;
+    if (d->owner)
+        ++d->owner->open_ias;
+}
+
+// Releases a reference from outside any lock, finalizing if it was the last.
+void release(State &s, DynamicEntry *d)
+{
+    std::lock_guard<std::recursive_mutex> load(s.load_mu);
+    StaticEntry *idle;
+    {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        idle = drop_reference(d);
+        if (idle && idle->open_ias != 0)
+            idle = nullptr;
+    }
+    if (idle)
+        finalize(s, *idle);
+}
+
+// Finds the provider serving `name`, loading and initializing the first
+// usable dat.conf entry if nobody registered that name yet, and takes a
+// reference on it. load_mu held. Returns nullptr with `code` set.
+DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
+                               DAT_BOOLEAN thread_safe, DAT_RETURN &code)
+{
+    {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        if (DynamicEntry *d = find_dynamic(s, name)) {
+            std::string why;
+            if (DAT_RETURN_SUBTYPE sub = mismatch(d->info, major, minor, thread_safe, why)) {
+                DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name,
+                         why.c_str());
+                code = DAT_ERROR(DAT_PROVIDER_NOT_FOUND, sub);
+                return nullptr;
+            }
+            take_reference(d);
+            return d;
+        }
+    }
     std::vector<std::string> reasons;
     DAT_RETURN_SUBTYPE subtype = DAT_NAME_NOT_REGISTERED;
     bool any = false;
@@ -184,23 +267,35 @@ DynamicEntry *load_static(State &s, const char *name, DAT_UINT32 major, DAT_UINT
                 continue;
             }
         }
+        bool init_ok = true;
         if (!e.initialized) {
             DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_init for %s from %s",
                      name, e.library->path.c_str());
-            s.initializing = &e;
-            e.library->init(&e.info, e.conf.ia_params.c_str());
-            s.initializing = nullptr;
             e.initialized = true;
+            init_ok = provider_call("dat_provider_init", name,
+                                    [&] { e.library->init(&e.info, e.conf.ia_params.c_str()); });
         }
-        if (DynamicEntry *d = find_dynamic(s, name))
-            return d;
+        {
+            std::lock_guard<std::mutex> table(s.table_mu);
+            DynamicEntry *d = find_dynamic(s, name);
+            if (d && init_ok) {
+                // Ownership by name, whichever thread the provider registered from.
+                if (!d->owner)
+                    d->owner = &e;
+                take_reference(d);
+                return d;
+            }
+        }
         reasons.push_back(where + ": " + e.library->path +
-                          ": dat_provider_init did not register a provider named '" + name +
-                          "' (the provider rejected its ia_params \"" + e.conf.ia_params +
-                          "\" or found no device; its own log may say more)");
+                          (init_ok ? ": dat_provider_init did not register a provider named '" +
+                                         std::string(name) +
+                                         "' (the provider rejected its ia_params \"" +
+                                         e.conf.ia_params +
+                                         "\" or found no device; its own log may say more)"
+                                   : ": dat_provider_init failed"));
         subtype = DAT_NAME_NOT_REGISTERED;
         if (e.open_ias == 0)
-            unload(s, e);
+            finalize(s, e);
     }
     if (!any) {
         std::string known;
@@ -220,7 +315,25 @@ DynamicEntry *load_static(State &s, const char *name, DAT_UINT32 major, DAT_UINT
     return nullptr;
 }
 
+const char *strip_ro_aware(const char *name)
+{
+    // dat_ia_open(3DAT): the RO_AWARE_ prefix is removed before the lookup.
+    static const char kRoAware[] = "RO_AWARE_";
+    if (std::strncmp(name, kRoAware, sizeof kRoAware - 1) == 0 && name[sizeof kRoAware - 1])
+        return name + sizeof kRoAware - 1;
+    return name;
+}
+
 } // namespace
+
+bool known_provider(const DAT_PROVIDER *p) noexcept
+{
+    std::size_t n = g_known_count.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i)
+        if (g_known[i].load(std::memory_order_relaxed) == p)
+            return true;
+    return n == kMaxKnownProviders;
+}
 
 DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info)
 {
@@ -234,7 +347,7 @@ DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *i
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     }
     State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    std::lock_guard<std::mutex> table(s.table_mu);
     if (find_dynamic(s, info->ia_name)) {
         DAT2_LOG(log::kDynamicRegistry, "dynamic registry: '%s' is already registered",
                  info->ia_name);
@@ -243,8 +356,8 @@ DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *i
     auto d = std::make_unique<DynamicEntry>();
     d->provider = provider;
     d->info = *info;
-    d->owner = s.initializing;
     s.dynamics.push_back(std::move(d));
+    remember_provider(provider);
     DAT2_LOG(log::kDynamicRegistry, "dynamic registry: added '%s' (API %u.%u, %s)", info->ia_name,
              info->dapl_version_major, info->dapl_version_minor,
              info->is_thread_safe ? "threadsafe" : "nonthreadsafe");
@@ -258,7 +371,7 @@ DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO
     if (!info || !name_fits(info->ia_name))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    std::lock_guard<std::mutex> table(s.table_mu);
     auto it = std::find_if(s.dynamics.begin(), s.dynamics.end(), [&](const auto &d) {
         return std::strncmp(d->info.ia_name, info->ia_name, DAT_NAME_MAX_LENGTH) == 0 &&
                d->provider == provider;
@@ -278,8 +391,9 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
     if (!entries_returned)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    std::lock_guard<std::recursive_mutex> load(s.load_mu);
     ensure_config(s);
+    std::lock_guard<std::mutex> table(s.table_mu);
     // Every loadable dat.conf entry (a fail-over chain once), then providers
     // that registered themselves without a dat.conf entry.
     std::vector<const DAT_PROVIDER_INFO *> infos;
@@ -295,23 +409,16 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
         if (!listed(d->info.ia_name))
             infos.push_back(&d->info);
     const auto count = static_cast<DAT_COUNT>(infos.size());
-    if (max_to_return < count || max_to_return <= 0) {
-        *entries_returned = count;
+    *entries_returned = count;
+    if (max_to_return < count || max_to_return <= 0)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-    }
-    if (!dat_provider_list) {
-        *entries_returned = count;
+    if (!dat_provider_list)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    }
-    for (DAT_COUNT i = 0; i < count; ++i) {
-        if (!dat_provider_list[i]) {
-            *entries_returned = count;
+    for (DAT_COUNT i = 0; i < count; ++i)
+        if (!dat_provider_list[i])
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-        }
-    }
     for (DAT_COUNT i = 0; i < count; ++i)
         *dat_provider_list[i] = *infos[static_cast<std::size_t>(i)];
-    *entries_returned = count;
     return DAT_SUCCESS;
 }
 
@@ -324,8 +431,9 @@ DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATI
     if (!answer)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    std::lock_guard<std::recursive_mutex> load(s.load_mu);
     ensure_config(s);
+    std::lock_guard<std::mutex> table(s.table_mu);
     auto library_of = [&](const char *name) -> const std::string * {
         for (auto &e : s.statics)
             if (e->conf.loadable() && e->conf.ia_name == name)
@@ -340,7 +448,7 @@ DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATI
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     // The registry only knows names and libraries: the same name is the same
     // IA; different provider libraries cannot fail over to each other; for
-    // the rest only an open IA (dat_ia_ha_related) can tell.
+    // the rest only an open IA (its ia_ha_related) can tell.
     if (std::strncmp(name1, name2, DAT_NAME_MAX_LENGTH) == 0)
         *answer = DAT_HA_TRUE;
     else if (l1 && l2 && *l1 != *l2)
@@ -362,72 +470,63 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     if (!ia_handle)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
-    // dat_ia_open(3DAT): the RO_AWARE_ prefix is removed before the lookup.
-    static const char kRoAware[] = "RO_AWARE_";
-    if (std::strncmp(name, kRoAware, sizeof kRoAware - 1) == 0 && name[sizeof kRoAware - 1])
-        name += sizeof kRoAware - 1;
+    name = strip_ro_aware(name);
 
     State &s = state();
     DynamicEntry *provider = nullptr;
     std::size_t slot = 1;
     {
-        std::lock_guard<std::recursive_mutex> lock(s.mu);
+        std::lock_guard<std::recursive_mutex> load(s.load_mu);
         ensure_config(s);
-        provider = find_dynamic(s, name);
-        if (provider) {
-            std::string why;
-            if (DAT_RETURN_SUBTYPE sub = mismatch(provider->info, major, minor, thread_safety, why)) {
-                DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name,
-                         why.c_str());
-                return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, sub);
-            }
-        } else {
-            DAT_RETURN code = DAT_SUCCESS;
-            provider = load_static(s, name, major, minor, thread_safety, code);
-            if (!provider)
-                return code;
-        }
+        DAT_RETURN code = DAT_SUCCESS;
+        provider = acquire_provider(s, name, major, minor, thread_safety, code);
+        if (!provider)
+            return code;
         // A handle for the IA, taken before the provider opens it so that
         // running out of handles never has to undo a provider open.
+        std::lock_guard<std::mutex> table(s.table_mu);
         while (slot < s.ias.size() && !s.ias[slot].free())
             ++slot;
-        if (slot >= kMaxIaHandles) {
-            DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
-                     kMaxIaHandles - 1);
-            if (provider->owner && provider->owner->open_ias == 0)
-                unload(s, *provider->owner);
-            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        if (slot < kMaxIaHandles) {
+            if (slot == s.ias.size())
+                s.ias.emplace_back();
+            s.ias[slot].reserved = true;
         }
-        if (slot == s.ias.size())
-            s.ias.emplace_back();
-        s.ias[slot].reserved = true;
-        // Hold the provider (and its library) while its ia_open runs unlocked.
-        ++provider->open_ias;
-        if (provider->owner)
-            ++provider->owner->open_ias;
     }
-
-    DAT_IA_HANDLE provider_ia = nullptr;
-    DAT_RETURN ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen,
-                                                      async_evd, &provider_ia);
-
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
-    if (ret != DAT_SUCCESS || !provider_ia) {
-        if (ret == DAT_SUCCESS)
-            ret = DAT_INTERNAL_ERROR;
-        const char *major_msg = "", *minor_msg = "";
-        dat_strerror(ret, &major_msg, &minor_msg);
-        DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
-                 *minor_msg ? " " : "", minor_msg);
-        s.ias[slot] = IaSlot{};
+    if (slot >= kMaxIaHandles) {
+        DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
+                 kMaxIaHandles - 1);
         release(s, provider);
-        return ret;
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
-    s.ias[slot] = IaSlot{provider_ia, provider, false, false};
-    *ia_handle = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(slot));
-    DAT2_LOG(log::kConsumerApi, "dat_ia_open('%s') = IA %zu (provider %p)", name, slot,
-             static_cast<void *>(provider_ia));
-    return DAT_SUCCESS;
+
+    // The provider opens the IA with no registry lock held.
+    DAT_IA_HANDLE provider_ia = nullptr;
+    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    provider_call("ia_open", name, [&] {
+        ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen, async_evd,
+                                               &provider_ia);
+    });
+    if (ret == DAT_SUCCESS && provider_ia) {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        s.ias[slot] = IaSlot{provider_ia, provider, false, false};
+        DAT2_LOG(log::kConsumerApi, "dat_ia_open('%s') = IA %zu (provider %p)", name, slot,
+                 static_cast<void *>(provider_ia));
+        *ia_handle = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(slot));
+        return DAT_SUCCESS;
+    }
+    if (ret == DAT_SUCCESS)
+        ret = DAT_INTERNAL_ERROR; // "success" without an IA
+    const char *major_msg = "", *minor_msg = "";
+    dat_strerror(ret, &major_msg, &minor_msg);
+    DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
+             *minor_msg ? " " : "", minor_msg);
+    {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        s.ias[slot] = IaSlot{};
+    }
+    release(s, provider);
+    return ret;
 }
 
 DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
@@ -439,29 +538,83 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
     DAT_IA_HANDLE provider_ia;
     DynamicEntry *provider;
     {
-        std::lock_guard<std::recursive_mutex> lock(s.mu);
+        std::lock_guard<std::mutex> table(s.table_mu);
         if (slot == 0 || slot >= s.ias.size() || !s.ias[slot].provider_ia || s.ias[slot].closing)
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
         s.ias[slot].closing = true; // a second concurrent close sees an invalid handle
         provider_ia = s.ias[slot].provider_ia;
         provider = s.ias[slot].provider;
     }
-    DAT_RETURN ret = provider->provider->ia_close_func(provider_ia, flags);
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    provider_call("ia_close", provider->info.ia_name,
+                  [&] { ret = provider->provider->ia_close_func(provider_ia, flags); });
     if (ret != DAT_SUCCESS) {
+        std::lock_guard<std::mutex> table(s.table_mu);
         s.ias[slot].closing = false;
         return ret;
     }
-    s.ias[slot] = IaSlot{};
+    {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        s.ias[slot] = IaSlot{};
+    }
     DAT2_LOG(log::kConsumerApi, "dat_ia_close(IA %zu)", static_cast<std::size_t>(slot));
     release(s, provider);
     return DAT_SUCCESS;
 }
 
+DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
+{
+    if (!name_fits(name))
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    name = strip_ro_aware(name);
+    State &s = state();
+    DynamicEntry *provider = nullptr;
+    {
+        std::lock_guard<std::recursive_mutex> load(s.load_mu);
+        ensure_config(s);
+        DAT_RETURN code = DAT_SUCCESS;
+        provider = acquire_provider(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE, code);
+        if (!provider)
+            return code;
+    }
+    DAT_RETURN ret = DAT_NOT_IMPLEMENTED;
+    if (auto f = provider->provider->handle_extendedop_func) {
+        // As OFED does: the provider gets the name where a handle would be,
+        // and the arguments that follow it.
+        provider_call("extension open", name, [&] {
+            ret = f(reinterpret_cast<DAT_HANDLE>(const_cast<char *>(name)), op, args);
+        });
+    }
+    if (ret != DAT_SUCCESS)
+        release(s, provider); // success keeps the reference until the close op
+    return ret;
+}
+
+DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
+{
+    const DAT_PROVIDER *table_ptr = *static_cast<const DAT_PROVIDER *const *>(handle);
+    State &s = state();
+    DynamicEntry *provider = nullptr;
+    {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        for (auto &d : s.dynamics)
+            if (d->provider == table_ptr && d->open_ias > 0)
+                provider = d.get();
+    }
+    if (!provider || !table_ptr->handle_extendedop_func)
+        return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    provider_call("extension close", provider->info.ia_name,
+                  [&] { ret = table_ptr->handle_extendedop_func(handle, op, args); });
+    if (ret == DAT_SUCCESS)
+        release(s, provider);
+    return ret;
+}
+
 DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out)
 {
     State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
+    std::lock_guard<std::mutex> table(s.table_mu);
     const auto value = reinterpret_cast<std::uintptr_t>(handle);
     if (value != 0 && value < s.ias.size()) {
         const IaSlot &slot = s.ias[value];
@@ -472,22 +625,24 @@ DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out)
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
     }
     if (value >= kMaxIaHandles) {
+        // A provider asks for the consumer's handle of its IA. Prefer a live
+        // slot: a closing one may share the address of a freshly opened IA.
+        std::size_t closing = 0;
         for (std::size_t i = 1; i < s.ias.size(); ++i) {
-            if (s.ias[i].provider_ia == handle) {
+            if (s.ias[i].provider_ia != handle)
+                continue;
+            if (!s.ias[i].closing) {
                 *out = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(i));
                 return DAT_SUCCESS;
             }
+            closing = i;
+        }
+        if (closing) {
+            *out = reinterpret_cast<DAT_IA_HANDLE>(static_cast<std::uintptr_t>(closing));
+            return DAT_SUCCESS;
         }
     }
     return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA);
-}
-
-bool is_consumer_ia(DAT_HANDLE handle)
-{
-    State &s = state();
-    std::lock_guard<std::recursive_mutex> lock(s.mu);
-    const auto value = reinterpret_cast<std::uintptr_t>(handle);
-    return value != 0 && value < s.ias.size() && s.ias[value].provider_ia;
 }
 
 } // namespace dat2::registry

@@ -9,6 +9,8 @@
 #include "dat2_internal.h"
 #include <dat2/dat_registry.h>
 
+#include <cstdarg>
+
 namespace dat2::registry {
 
 DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info);
@@ -26,7 +28,14 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags);
 // not a live small integer is looked up as a provider pointer and its small
 // integer returned, which is how providers report the consumer's handle.
 DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out);
-// True when `handle` is a live consumer IA handle (a small integer).
-bool is_consumer_ia(DAT_HANDLE handle);
+// True for a table some provider registered: dispatch refuses handles whose
+// first word is anything else.
+bool known_provider(const DAT_PROVIDER *p) noexcept;
+
+// dat_extension_op's DAT_OPEN_EXTENSION_BASE ops (by IA name, no handle) and
+// DAT_CLOSE_EXTENSION_BASE ops, as OFED routes them: the open takes a
+// reference on the provider that the close gives back.
+DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args);
+DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args);
 
 } // namespace dat2::registry

@@ -58,6 +58,13 @@ std::string json_escape(const std::string &s)
 
 std::string quote(const std::string &s) { return "\"" + json_escape(s) + "\""; }
 
+// A provider's fixed-size name field, which it may not have terminated.
+template <std::size_t N>
+std::string bounded(const char (&field)[N])
+{
+    return std::string(field, strnlen(field, N));
+}
+
 std::string dat_error_text(DAT_RETURN r)
 {
     const char *major = "", *minor = "";
@@ -96,8 +103,8 @@ struct Attrs {
 Attrs ia_attrs(const DAT_IA_ATTR &a)
 {
     Attrs r;
-    r.str("adapter_name", a.adapter_name);
-    r.str("vendor_name", a.vendor_name);
+    r.str("adapter_name", bounded(a.adapter_name));
+    r.str("vendor_name", bounded(a.vendor_name));
     r.str("hardware_version", std::to_string(a.hardware_version_major) + "." + std::to_string(a.hardware_version_minor));
     r.str("firmware_version", std::to_string(a.firmware_version_major) + "." + std::to_string(a.firmware_version_minor));
     r.str("ia_address", address_text(a.ia_address_ptr));
@@ -140,7 +147,7 @@ Attrs ia_attrs(const DAT_IA_ATTR &a)
 Attrs provider_attrs(const DAT_PROVIDER_ATTR &p)
 {
     Attrs r;
-    r.str("provider_name", p.provider_name);
+    r.str("provider_name", bounded(p.provider_name));
     r.str("provider_version", std::to_string(p.provider_version_major) + "." + std::to_string(p.provider_version_minor));
     r.str("dapl_version", std::to_string(p.dapl_version_major) + "." + std::to_string(p.dapl_version_minor));
     r.num("lmr_mem_types_supported", p.lmr_mem_types_supported);

@@ -2,7 +2,9 @@
 // A DAT provider for testing the registry: every slot of its table records
 // the call and its arguments, and ia_params choose a failure to simulate:
 //   ok | noregister (init registers nothing) | openfail (ia_open fails)
-//   | noremove (fini does not remove itself)
+//   | noremove (fini does not remove itself) | threadreg (init registers
+//   from another thread) | openthrow (ia_open throws) | initthrow (init
+//   throws before registering)
 #include "test_provider.hpp"
 
 #include <dat2/udat.h>
@@ -13,7 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -67,6 +71,8 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     if (reg->params.find("openfail") != std::string::npos)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    if (reg->params.find("openthrow") != std::string::npos)
+        throw std::runtime_error("test provider: ia_open throws");
     auto *o = new Object{&reg->table, nullptr, reg};
     o->ia = o;
     *ia = o;
@@ -178,6 +184,8 @@ EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_para
     std::string params = ia_params ? ia_params : "";
     if (params.find("noregister") != std::string::npos)
         return;
+    if (params.find("initthrow") != std::string::npos)
+        throw std::runtime_error("test provider: init throws");
     auto *reg = new Registration;
     reg->params = params;
     reg->name = info->ia_name;
@@ -186,8 +194,12 @@ EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_para
     {
         std::lock_guard<std::mutex> lock(g_mu);
         g_registrations.push_back(reg);
+        ++g_counters.live_registrations;
     }
-    dat_registry_add_provider(&reg->table, &reg->info);
+    if (params.find("threadreg") != std::string::npos)
+        std::thread([reg] { dat_registry_add_provider(&reg->table, &reg->info); }).join();
+    else
+        dat_registry_add_provider(&reg->table, &reg->info);
 }
 #endif
 
@@ -203,6 +215,7 @@ EXPORT void dat_provider_fini(const DAT_PROVIDER_INFO *info)
         if (reg->params.find("noremove") == std::string::npos)
             dat_registry_remove_provider(&reg->table, &reg->info);
         g_registrations.erase(it);
+        --g_counters.live_registrations;
         delete reg;
         return;
     }

@@ -20,6 +20,7 @@ struct TestProviderCounters {
     int open_calls;
     int close_calls;
     int open_ias;
+    int live_registrations; // registered and not yet finalized
 };
 
 // Packs arguments the way the provider records them.

@@ -54,12 +54,12 @@ const TestProviderCall *last_call()
     return call_provider<TestProviderLastCallFn>("dat2_test_provider_last_call");
 }
 
-bool provider_library_loaded()
+// Registrations the test provider has made and not yet finalized: zero
+// once every IA is closed means init/fini paired up, nothing leaked.
+int live_registrations()
 {
-    void *h = dlopen(kProviderPath.c_str(), RTLD_NOW | RTLD_NOLOAD);
-    if (h)
-        dlclose(h);
-    return h != nullptr;
+    const TestProviderCounters *c = counters();
+    return c ? c->live_registrations : 0;
 }
 
 DAT_UINT32 type_of(DAT_RETURN r) { return DAT_GET_TYPE(r); }
@@ -77,7 +77,7 @@ std::string captured_open_error(const char *name, DAT_RETURN *ret, DAT_BOOLEAN t
     return err;
 }
 
-TEST(Registry, OpenQueryCloseLoadsAndUnloadsTheLibrary)
+TEST(Registry, OpenQueryCloseInitializesAndFinalizes)
 {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
@@ -86,7 +86,7 @@ TEST(Registry, OpenQueryCloseLoadsAndUnloadsTheLibrary)
     EXPECT_LT(reinterpret_cast<std::uintptr_t>(ia), 4096u);
     ASSERT_NE(counters(), nullptr);
     int inits = counters()->init_calls;
-    EXPECT_TRUE(provider_library_loaded());
+    EXPECT_EQ(live_registrations(), 1);
 
     DAT_IA_ATTR attr;
     DAT_PROVIDER_ATTR *pattr = static_cast<DAT_PROVIDER_ATTR *>(calloc(1, sizeof(DAT_PROVIDER_ATTR)));
@@ -105,8 +105,14 @@ TEST(Registry, OpenQueryCloseLoadsAndUnloadsTheLibrary)
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
     EXPECT_EQ(counters()->fini_calls, finis) << "fini before the last IA closed";
     ASSERT_EQ(dat_ia_close(ia2, DAT_CLOSE_GRACEFUL_FLAG), DAT_SUCCESS);
-    // The last close finalized the provider and closed the library.
-    EXPECT_FALSE(provider_library_loaded());
+    // The last close finalized the provider (the library stays mapped:
+    // a thread woken by the close may still be returning through it).
+    EXPECT_EQ(counters()->fini_calls, finis + 1);
+    EXPECT_EQ(live_registrations(), 0);
+    // The next open initializes it again.
+    ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
+    EXPECT_EQ(counters()->init_calls, inits + 1);
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
 TEST(Registry, ThreadSafeEntryServesNonThreadSafeConsumer)
@@ -189,7 +195,7 @@ TEST(Registry, ProviderThatDoesNotRegisterIsReportedAndUnloaded)
     std::string err = captured_open_error("test-noregister", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
     EXPECT_NE(err.find("did not register"), std::string::npos) << err;
-    EXPECT_FALSE(provider_library_loaded());
+    EXPECT_EQ(live_registrations(), 0);
 }
 
 TEST(Registry, FailedProviderOpenReturnsItsErrorAndLeaksNoReference)
@@ -199,7 +205,7 @@ TEST(Registry, FailedProviderOpenReturnsItsErrorAndLeaksNoReference)
     EXPECT_EQ(type_of(r), DAT_INSUFFICIENT_RESOURCES);
     EXPECT_NE(err.find("failed to open"), std::string::npos) << err;
     // No IA holds the provider, so it was finalized and the library closed.
-    EXPECT_FALSE(provider_library_loaded());
+    EXPECT_EQ(live_registrations(), 0);
     // And it can be tried again.
     err = captured_open_error("test-openfail", &r);
     EXPECT_EQ(type_of(r), DAT_INSUFFICIENT_RESOURCES);
@@ -210,10 +216,35 @@ TEST(Registry, ProviderThatStaysRegisteredAfterFiniIsDropped)
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia("test-noremove", &ia), DAT_SUCCESS);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
-    EXPECT_FALSE(provider_library_loaded());
+    EXPECT_EQ(live_registrations(), 0);
     // The stale registration is gone: opening loads and registers again.
     ASSERT_EQ(open_ia("test-noremove", &ia), DAT_SUCCESS);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+}
+
+TEST(Registry, ProviderMayRegisterFromAnotherThreadDuringInit)
+{
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("test-threadreg", &ia), DAT_SUCCESS);
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    EXPECT_EQ(live_registrations(), 0);
+}
+
+TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
+{
+    DAT_RETURN r;
+    std::string err = captured_open_error("test-openthrow", &r);
+    EXPECT_EQ(r, DAT_INTERNAL_ERROR);
+    EXPECT_NE(err.find("ia_open for 'test-openthrow' threw: test provider: ia_open throws"), std::string::npos) << err;
+    EXPECT_EQ(live_registrations(), 0) << "the provider was not finalized";
+    err = captured_open_error("test-initthrow", &r);
+    EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
+    EXPECT_NE(err.find("dat_provider_init for 'test-initthrow' threw"), std::string::npos) << err;
+    // The registry still works, and still owns what it loads.
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    EXPECT_EQ(live_registrations(), 0);
 }
 
 TEST(Registry, FailOverChainUsesTheNextEntry)
@@ -296,7 +327,7 @@ TEST(Registry, ListProvidersCountsThenFills)
     // Count-only call: the count comes back with DAT_INVALID_PARAMETER.
     EXPECT_EQ(dat_registry_list_providers(0, &n, nullptr), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
     // The loadable user-level default entries, a fail-over chain once.
-    ASSERT_EQ(n, 10);
+    ASSERT_EQ(n, 13);
     std::vector<DAT_PROVIDER_INFO> infos(static_cast<size_t>(n));
     std::vector<DAT_PROVIDER_INFO *> ptrs;
     for (auto &i : infos)
@@ -368,7 +399,7 @@ TEST(DynamicRegistry, AddOpenRemoveFollowsTheManPages)
     // A provider opened dynamically is listed too.
     DAT_COUNT n = 0;
     dat_registry_list_providers(0, &n, nullptr);
-    EXPECT_EQ(n, 11);
+    EXPECT_EQ(n, 14);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
     EXPECT_EQ(dat_registry_remove_provider(&g_dyn, &info), DAT_SUCCESS);
     EXPECT_EQ(dat_registry_remove_provider(&g_dyn, &info), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
@@ -556,6 +587,29 @@ TEST_F(Dispatch, ExtensionOpForwardsItsVariableArguments)
     EXPECT_EQ(c->nargs, 3u);
 }
 
+// dat_ib_open_query / dat_ib_close_query: an extension opened by IA name
+// holds the provider until its close op, as with OFED.
+TEST_F(Dispatch, ExtensionOpenByNameHoldsTheProviderUntilClose)
+{
+    const char *name = "test-ok";
+    DAT_HANDLE query = nullptr;
+    ASSERT_EQ(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, name, &query), DAT_SUCCESS);
+    const TestProviderCall *c = last_call();
+    EXPECT_EQ(c->slot_offset, OFF(handle_extendedop_func));
+    EXPECT_EQ(c->first, name) << "the provider gets the IA name in place of a handle";
+    int finis = counters()->fini_calls;
+    // Closing the only IA does not finalize: the extension still holds it.
+    ASSERT_EQ(dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
+    EXPECT_EQ(counters()->fini_calls, finis);
+    ASSERT_EQ(dat_extension_op(h_, DAT_CLOSE_EXTENSION_BASE), DAT_SUCCESS);
+    EXPECT_EQ(counters()->fini_calls, finis + 1);
+    EXPECT_EQ(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, nullptr),
+              DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    EXPECT_EQ(type_of(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, "no-such-ia")), DAT_PROVIDER_NOT_FOUND);
+    // TearDown closes ia_ again: reopen so it has something to close.
+    ASSERT_EQ(open_ia("test-ok", &ia_), DAT_SUCCESS);
+}
+
 // Every call that takes a handle refuses NULL and small garbage with the
 // man page's DAT_INVALID_HANDLE, before touching memory.
 TEST(HandleChecks, NullAndSmallHandlesAreRejected)
@@ -594,13 +648,28 @@ TEST(HandleChecks, ObjectWithoutProviderIsRejected)
 
 TEST(HandleChecks, EmptyProviderSlotIsNotImplementedNotACrash)
 {
-    DAT_PROVIDER table;
-    memset(&table, 0, sizeof table);
+    static DAT_PROVIDER table = make_dynamic_provider(); // only ia_open/ia_close
+    DAT_PROVIDER_INFO info = dyn_info("dyn-empty-slots");
+    ASSERT_EQ(dat_registry_add_provider(&table, &info), DAT_SUCCESS);
     struct {
         const DAT_PROVIDER *p;
     } obj{&table};
     EXPECT_EQ(dat_ep_free(&obj), DAT_NOT_IMPLEMENTED);
     EXPECT_EQ(dat_extension_op(&obj, 1), DAT_NOT_IMPLEMENTED);
+    EXPECT_EQ(dat_registry_remove_provider(&table, &info), DAT_SUCCESS);
+}
+
+// A handle that points at readable memory which is not a DAT object (its
+// first word is no registered provider table) is refused, not called through.
+TEST(HandleChecks, MappedGarbageIsRejected)
+{
+    std::uintptr_t garbage[8];
+    for (auto &g : garbage)
+        g = reinterpret_cast<std::uintptr_t>(&garbage[1]);
+    EXPECT_EQ(dat_evd_free(garbage), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST));
+    EXPECT_EQ(dat_ep_post_recv(garbage, 0, nullptr, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG),
+              DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
+    EXPECT_EQ(dat_set_consumer_context(garbage, DAT_CONTEXT{}), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
 }
 
 // Opens and closes from several threads at once: no lost or doubled
@@ -628,7 +697,7 @@ TEST(Concurrency, ParallelOpenCloseKeepsReferencesRight)
     for (auto &t : threads)
         t.join();
     EXPECT_EQ(failures.load(), 0);
-    EXPECT_FALSE(provider_library_loaded());
+    EXPECT_EQ(live_registrations(), 0);
 }
 
 } // namespace
