@@ -224,6 +224,7 @@ void release(State &s, DynamicEntry *d)
 DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
                                DAT_BOOLEAN thread_safe, DAT_RETURN &code)
 {
+    ensure_config(s);
     {
         std::lock_guard<std::mutex> table(s.table_mu);
         if (DynamicEntry *d = find_dynamic(s, name)) {
@@ -477,7 +478,6 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
     std::size_t slot = 1;
     {
         std::lock_guard<std::recursive_mutex> load(s.load_mu);
-        ensure_config(s);
         DAT_RETURN code = DAT_SUCCESS;
         provider = acquire_provider(s, name, major, minor, thread_safety, code);
         if (!provider)
@@ -571,7 +571,6 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
     DynamicEntry *provider = nullptr;
     {
         std::lock_guard<std::recursive_mutex> load(s.load_mu);
-        ensure_config(s);
         DAT_RETURN code = DAT_SUCCESS;
         provider = acquire_provider(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE, code);
         if (!provider)
