@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Type-stable storage for DAT objects. DAT handles are raw pointers that
+// consumers may pass after freeing them, or pass to the wrong call. Every
+// object the kit hands out lives in one reserved address range that is never
+// unmapped, carved into 64 KiB chunks of one slot size each, so deciding
+// whether a pointer is one of our objects is a range check plus a table
+// lookup, and reading the header of a freed object is always safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dat2::kit {
+
+class Arena {
+public:
+    static constexpr std::size_t kChunkShift = 16; // 64 KiB chunks
+    static constexpr std::size_t kChunkSize = std::size_t(1) << kChunkShift;
+    static constexpr std::size_t kMinSlot = 64;
+    static constexpr std::size_t kMaxSlot = 16384;
+
+    // The process-wide arena of this plugin (each plugin links its own kit).
+    static Arena &instance();
+
+    // Storage for an object of `size` bytes, zero-filled, aligned to 64.
+    // nullptr when the reservation is exhausted or size > kMaxSlot.
+    void *allocate(std::size_t size) noexcept;
+    // Returns a slot; its memory stays mapped and readable. Slots are reused
+    // first-in first-out, so a stale handle rarely meets a new object at once.
+    void deallocate(void *slot) noexcept;
+
+    // True when `p` is the start of a slot in a committed chunk: live, freed
+    // or never used (then zero-filled); the object header tells which.
+    // Lock-free; never touches the memory at `p`.
+    bool owns(const void *p) const noexcept;
+
+    std::size_t chunks_in_use() const noexcept;
+
+    explicit Arena(std::size_t reserve_bytes);
+    ~Arena();
+    Arena(const Arena &) = delete;
+    Arena &operator=(const Arena &) = delete;
+
+private:
+    struct Impl;
+    Impl *impl_;
+    std::uintptr_t base_ = 0;
+    std::size_t reserved_ = 0;
+};
+
+} // namespace dat2::kit
