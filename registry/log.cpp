@@ -34,8 +34,8 @@ const Config &config() noexcept
     static const Config cfg = [] {
         Config c;
         c.types = parse_mask(tunable_value("DAT_DBG_TYPE"), kError);
-        const char *dest = std::getenv("DAT_DBG_DEST");
-        c.dests = parse_mask(dest, 0) & (kStdout | kSyslog);
+        // The default, "stderr", is no number: it parses to 0.
+        c.dests = parse_mask(tunable_value("DAT_DBG_DEST"), 0) & (kStdout | kSyslog);
         return c;
     }();
     return cfg;

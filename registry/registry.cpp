@@ -35,7 +35,8 @@ struct StaticEntry {
 struct DynamicEntry {
     const DAT_PROVIDER *provider = nullptr;
     DAT_PROVIDER_INFO info{};
-    unsigned open_ias = 0;
+    unsigned open_ias = 0;        // IAs plus extension handles (below)
+    unsigned extension_refs = 0;  // held by DAT_OPEN_EXTENSION_BASE ops
     StaticEntry *owner = nullptr; // the dat.conf entry that registered it
 };
 
@@ -584,8 +585,13 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
             ret = f(reinterpret_cast<DAT_HANDLE>(const_cast<char *>(name)), op, args);
         });
     }
-    if (ret != DAT_SUCCESS)
-        release(s, provider); // success keeps the reference until the close op
+    if (ret != DAT_SUCCESS) {
+        release(s, provider);
+    } else {
+        // The reference stays until a DAT_CLOSE_EXTENSION_BASE op.
+        std::lock_guard<std::mutex> table(s.table_mu);
+        ++provider->extension_refs;
+    }
     return ret;
 }
 
@@ -596,17 +602,26 @@ DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
     DynamicEntry *provider = nullptr;
     {
         std::lock_guard<std::mutex> table(s.table_mu);
+        // Only a reference an open op took can be given back: a close op
+        // without one must not drop a reference that an IA holds.
         for (auto &d : s.dynamics)
-            if (d->provider == table_ptr && d->open_ias > 0)
+            if (d->provider == table_ptr && d->extension_refs > 0)
                 provider = d.get();
+        if (provider)
+            --provider->extension_refs; // claimed; restored if the provider refuses
     }
-    if (!provider || !table_ptr->handle_extendedop_func)
+    if (!provider)
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
-    DAT_RETURN ret = DAT_INTERNAL_ERROR;
-    provider_call("extension close", provider->info.ia_name,
-                  [&] { ret = table_ptr->handle_extendedop_func(handle, op, args); });
-    if (ret == DAT_SUCCESS)
+    DAT_RETURN ret = DAT_NOT_IMPLEMENTED;
+    if (auto f = table_ptr->handle_extendedop_func)
+        provider_call("extension close", provider->info.ia_name,
+                      [&] { ret = f(handle, op, args); });
+    if (ret == DAT_SUCCESS) {
         release(s, provider);
+    } else {
+        std::lock_guard<std::mutex> table(s.table_mu);
+        ++provider->extension_refs;
+    }
     return ret;
 }
 

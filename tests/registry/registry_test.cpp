@@ -77,6 +77,15 @@ std::string captured_open_error(const char *name, DAT_RETURN *ret, DAT_BOOLEAN t
     return err;
 }
 
+// Opens and closes `name`, then checks that the provider was finalized.
+void expect_open_close_finalizes(const char *name)
+{
+    DAT_IA_HANDLE ia;
+    ASSERT_EQ(open_ia(name, &ia), DAT_SUCCESS) << name;
+    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS) << name;
+    EXPECT_EQ(live_registrations(), 0) << name;
+}
+
 TEST(Registry, OpenQueryCloseInitializesAndFinalizes)
 {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -224,10 +233,7 @@ TEST(Registry, ProviderThatStaysRegisteredAfterFiniIsDropped)
 
 TEST(Registry, ProviderMayRegisterFromAnotherThreadDuringInit)
 {
-    DAT_IA_HANDLE ia;
-    ASSERT_EQ(open_ia("test-threadreg", &ia), DAT_SUCCESS);
-    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
-    EXPECT_EQ(live_registrations(), 0);
+    expect_open_close_finalizes("test-threadreg");
 }
 
 TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
@@ -241,10 +247,7 @@ TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
     EXPECT_NE(err.find("dat_provider_init for 'test-initthrow' threw"), std::string::npos) << err;
     // The registry still works, and still owns what it loads.
-    DAT_IA_HANDLE ia;
-    ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
-    ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
-    EXPECT_EQ(live_registrations(), 0);
+    expect_open_close_finalizes("test-ok");
 }
 
 TEST(Registry, FailOverChainUsesTheNextEntry)
@@ -603,11 +606,25 @@ TEST_F(Dispatch, ExtensionOpenByNameHoldsTheProviderUntilClose)
     EXPECT_EQ(counters()->fini_calls, finis);
     ASSERT_EQ(dat_extension_op(h_, DAT_CLOSE_EXTENSION_BASE), DAT_SUCCESS);
     EXPECT_EQ(counters()->fini_calls, finis + 1);
+    // A second close has no open to answer: refused, nothing released.
+    EXPECT_EQ(dat_extension_op(h_, DAT_CLOSE_EXTENSION_BASE), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
     EXPECT_EQ(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, nullptr),
               DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
     EXPECT_EQ(type_of(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, "no-such-ia")), DAT_PROVIDER_NOT_FOUND);
     // TearDown closes ia_ again: reopen so it has something to close.
     ASSERT_EQ(open_ia("test-ok", &ia_), DAT_SUCCESS);
+}
+
+// A close op with no open op before it must not take the reference an open
+// IA holds (else the provider would be finalized under the IA).
+TEST_F(Dispatch, ExtensionCloseWithoutOpenIsRefused)
+{
+    int finis = counters()->fini_calls;
+    EXPECT_EQ(dat_extension_op(h_, DAT_CLOSE_EXTENSION_BASE), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
+    EXPECT_EQ(counters()->fini_calls, finis);
+    DAT_PZ_HANDLE pz;
+    ASSERT_EQ(dat_pz_create(ia_, &pz), DAT_SUCCESS) << "the IA must still be usable";
+    ASSERT_EQ(dat_pz_free(pz), DAT_SUCCESS);
 }
 
 // Every call that takes a handle refuses NULL and small garbage with the
