@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Every DAT_PROVIDER slot runs inside guarded(): no C++ exception crosses
+// the C boundary; std::bad_alloc becomes DAT_INSUFFICIENT_RESOURCES.
+#pragma once
+
+#include "dat2_internal.h"
+#include "log.hpp"
+
+#include <exception>
+#include <new>
+
+namespace dat2::kit {
+
+template <class F> DAT_RETURN guarded(const char *call, F &&body) noexcept {
+    try {
+        return body();
+    } catch (const std::bad_alloc &) {
+        DAT2_ERR("%s: out of memory\n", call);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    } catch (const std::exception &e) {
+        DAT2_ERR("%s: internal error: %s\n", call, e.what());
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    } catch (...) {
+        DAT2_ERR("%s: internal error\n", call);
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    }
+}
+
+inline DAT_RETURN invalid_arg(int position) {
+    return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1 + (position - 1));
+}
+
+} // namespace dat2::kit

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Consumer notification objects. A CNO is triggered when an enabled EVD
+// linked to it gets an event while nobody waits on that EVD directly.
+// Provider and software events trigger it at once (and call the proxy
+// agent); DTO completions are noticed by a waiter, which polls the linked
+// EVDs' completion fds too.
+#include "boundary.hpp"
+#include "slots.hpp"
+
+#include <cerrno>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace dat2::kit {
+
+namespace {
+
+// EVDs of the CNO's IA that feed it.
+std::vector<Evd *> linked_evds(Cno &cno) {
+    std::vector<Evd *> out;
+    std::lock_guard<std::mutex> lock(cno.ia->mu);
+    for (ObjectHeader *o : cno.ia->objects)
+        if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->cno == &cno)
+            out.push_back(static_cast<Evd *>(o));
+    return out;
+}
+
+DAT_RETURN make_cno(Ia *ia, DAT_OS_WAIT_PROXY_AGENT agent, Cno **out) {
+    Cno *cno = make_object<Cno>(ia->provider, ia);
+    if (!cno)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    cno->agent = agent;
+    cno->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (cno->fd < 0) {
+        destroy_object(cno);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    ia_track(*ia, cno);
+    publish(cno);
+    *out = cno;
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
+void cno_notify(Cno &cno, Evd &evd) {
+    DAT_OS_WAIT_PROXY_AGENT agent;
+    {
+        std::lock_guard<std::mutex> lock(cno.mu);
+        cno.triggered = &evd;
+        agent = cno.agent;
+    }
+    std::uint64_t one = 1;
+    ssize_t rc = ::write(cno.fd, &one, sizeof one);
+    (void)rc;
+    if (agent.proxy_agent_func)
+        agent.proxy_agent_func(agent.instance_data, &evd);
+}
+
+void cno_release(Cno &cno) {
+    for (Evd *evd : linked_evds(cno)) {
+        std::lock_guard<std::mutex> lock(evd->mu);
+        evd->cno = nullptr;
+    }
+    if (cno.fd >= 0)
+        ::close(cno.fd);
+    ia_untrack(*cno.ia, &cno);
+    destroy_object(&cno);
+}
+
+namespace slot {
+
+DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent, DAT_CNO_HANDLE *cno_out) {
+    return guarded("dat_cno_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (!cno_out)
+            return invalid_arg(3);
+        Cno *cno;
+        if (DAT_RETURN r = make_cno(ia, agent, &cno))
+            return r;
+        *cno_out = cno;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN cno_fd_create(DAT_IA_HANDLE ia_handle, DAT_FD *fd, DAT_CNO_HANDLE *cno_out) {
+    return guarded("dat_cno_fd_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (!fd)
+            return invalid_arg(2);
+        if (!cno_out)
+            return invalid_arg(3);
+        Cno *cno;
+        if (DAT_RETURN r = make_cno(ia, DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}, &cno))
+            return r;
+        *fd = cno->fd;
+        *cno_out = cno;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_out) {
+    Cno *cno;
+    if (DAT_RETURN r = handle_cast(cno_handle, cno))
+        return r;
+    if (!evd_out)
+        return invalid_arg(2);
+    std::uint64_t v;
+    while (::read(cno->fd, &v, sizeof v) == sizeof v) {
+    }
+    std::lock_guard<std::mutex> lock(cno->mu);
+    *evd_out = cno->triggered;
+    cno->triggered = nullptr;
+    if (!*evd_out)
+        return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE cno_handle, DAT_OS_WAIT_PROXY_AGENT agent) {
+    Cno *cno;
+    if (DAT_RETURN r = handle_cast(cno_handle, cno))
+        return r;
+    if (!agent.proxy_agent_func && agent.instance_data)
+        return invalid_arg(2);
+    std::lock_guard<std::mutex> lock(cno->mu);
+    cno->agent = agent;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cno_query(DAT_CNO_HANDLE cno_handle, DAT_CNO_PARAM_MASK mask, DAT_CNO_PARAM *param) {
+    return guarded("dat_cno_query", [&]() -> DAT_RETURN {
+        Cno *cno;
+        if (DAT_RETURN r = handle_cast(cno_handle, cno))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        (void)mask; // the mask values are not bits (DAT_CNO_FIELD_ALL is 4): report everything
+        std::lock_guard<std::mutex> lock(cno->mu);
+        ia_handle_for_consumer(cno->ia, &param->ia_handle);
+        if (cno->agent.proxy_agent_func) {
+            param->proxy_type = DAT_PROXY_TYPE_AGENT;
+            param->proxy.agent = cno->agent;
+        } else {
+            param->proxy_type = DAT_PROXY_TYPE_FD;
+            param->proxy.fd = cno->fd;
+        }
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN cno_free(DAT_CNO_HANDLE cno_handle) {
+    return guarded("dat_cno_free", [&]() -> DAT_RETURN {
+        Cno *cno;
+        if (DAT_RETURN r = handle_cast(cno_handle, cno))
+            return r;
+        {
+            std::lock_guard<std::mutex> lock(cno->mu);
+            if (cno->waiting)
+                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+        }
+        if (cno->evds.load() != 0)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_CNO_IN_USE);
+        cno_release(*cno);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HANDLE *evd_out) {
+    return guarded("dat_cno_wait", [&]() -> DAT_RETURN {
+        Cno *cno;
+        if (DAT_RETURN r = handle_cast(cno_handle, cno))
+            return r;
+        if (!evd_out)
+            return invalid_arg(3);
+        const auto deadline = timeout == DAT_TIMEOUT_INFINITE
+                                  ? std::chrono::steady_clock::time_point::max()
+                                  : std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
+        {
+            std::lock_guard<std::mutex> lock(cno->mu);
+            cno->waiting = true;
+        }
+        DAT_RETURN result = DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+        Evd *hit = nullptr;
+        for (;;) {
+            {
+                std::lock_guard<std::mutex> lock(cno->mu);
+                if (cno->triggered) {
+                    hit = cno->triggered;
+                    cno->triggered = nullptr;
+                }
+            }
+            std::vector<Evd *> evds = linked_evds(*cno);
+            std::vector<pollfd> fds{{cno->fd, POLLIN, 0}};
+            bool may_block = true;
+            for (Evd *evd : evds) {
+                if (hit)
+                    break;
+                std::lock_guard<std::mutex> lock(evd->mu);
+                if (!evd->enabled || evd->waiter)
+                    continue;
+                evd_fill_locked(*evd);
+                if (evd->count) {
+                    hit = evd;
+                    break;
+                }
+                if (evd->cq) {
+                    int fd = evd->ia->transport->cq_fd(*evd);
+                    if (fd >= 0)
+                        fds.push_back({fd, POLLIN, 0});
+                    if (!evd->ia->transport->cq_arm(*evd) || fd < 0)
+                        may_block = false;
+                }
+            }
+            if (hit) {
+                result = DAT_SUCCESS;
+                break;
+            }
+            auto now = std::chrono::steady_clock::now();
+            if (now >= deadline)
+                break;
+            int ms = -1;
+            if (deadline != std::chrono::steady_clock::time_point::max())
+                ms = static_cast<int>(std::min<long long>(
+                    (std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count() + 999) / 1000,
+                    1 << 30));
+            if (!may_block)
+                ms = ms < 0 || ms > 1 ? 1 : ms;
+            if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
+                break;
+            std::uint64_t v;
+            while (::read(cno->fd, &v, sizeof v) == sizeof v) {
+            }
+        }
+        {
+            std::lock_guard<std::mutex> lock(cno->mu);
+            cno->waiting = false;
+        }
+        *evd_out = hit;
+        return result;
+    });
+}
+
+} // namespace slot
+} // namespace dat2::kit

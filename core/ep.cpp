@@ -1,0 +1,556 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Endpoints: creation and attributes, the DTO post paths (validated here,
+// posted by the transport), flushes, reset and free in every state.
+#include "ep.hpp"
+
+#include "boundary.hpp"
+#include "lmr.hpp"
+#include "slots.hpp"
+
+#include <algorithm>
+
+namespace dat2::kit {
+
+namespace {
+
+constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_COMPLETION_FLAGS>(
+    DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+    DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
+
+DAT_EP_ATTR default_attr() {
+    DAT_EP_ATTR a;
+    std::memset(&a, 0, sizeof a);
+    a.service_type = DAT_SERVICE_TYPE_RC;
+    a.max_message_size = 1u << 30;
+    a.max_rdma_size = 1u << 30;
+    a.qos = DAT_QOS_BEST_EFFORT;
+    a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
+    a.max_recv_dtos = kDefaultDtos;
+    a.max_request_dtos = kDefaultDtos;
+    a.max_recv_iov = 4;
+    a.max_request_iov = 4;
+    a.max_rdma_read_in = 8;
+    a.max_rdma_read_out = 8;
+    a.max_rdma_read_iov = 4;
+    a.max_rdma_write_iov = 4;
+    a.srq_soft_hw = DAT_HW_DEFAULT;
+    return a;
+}
+
+DAT_RETURN check_attr(const DAT_EP_ATTR &a, int arg) {
+    if (a.service_type != DAT_SERVICE_TYPE_RC)
+        return invalid_arg(arg);
+    if (a.max_recv_dtos < 0 || a.max_recv_dtos > kMaxDtos || a.max_request_dtos < 0 || a.max_request_dtos > kMaxDtos)
+        return invalid_arg(arg);
+    if (a.max_recv_iov < 0 || a.max_recv_iov > kMaxIov || a.max_request_iov < 0 || a.max_request_iov > kMaxIov)
+        return invalid_arg(arg);
+    if (a.max_rdma_read_iov < 0 || a.max_rdma_read_iov > kMaxIov || a.max_rdma_write_iov < 0 ||
+        a.max_rdma_write_iov > kMaxIov)
+        return invalid_arg(arg);
+    if ((a.recv_completion_flags & ~kValidCompletionFlags) || (a.request_completion_flags & ~kValidCompletionFlags))
+        return invalid_arg(arg);
+    return DAT_SUCCESS;
+}
+
+void normalize_attr(DAT_EP_ATTR &a) {
+    if (a.max_recv_iov == 0)
+        a.max_recv_iov = 1;
+    if (a.max_request_iov == 0)
+        a.max_request_iov = 1;
+    if (a.max_rdma_read_iov == 0)
+        a.max_rdma_read_iov = a.max_request_iov;
+    if (a.max_rdma_write_iov == 0)
+        a.max_rdma_write_iov = a.max_request_iov;
+}
+
+// (Re)builds the DTO record pools; no DTO may be outstanding.
+void build_pools(Ep &ep) {
+    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    std::vector<Op> ops(static_cast<std::size_t>(ep.attr.max_request_dtos + ep.attr.max_recv_dtos));
+    ep.ops.swap(ops);
+    ep.free_requests = ep.free_recvs = nullptr;
+    for (std::size_t i = ep.ops.size(); i-- > 0;) {
+        Op &op = ep.ops[i];
+        op.ep = &ep;
+        op.is_recv = i >= static_cast<std::size_t>(ep.attr.max_request_dtos);
+        Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+        op.next_free = head;
+        head = &op;
+    }
+    ep.recvs_posted = 0;
+    ep.requests_posted = 0;
+}
+
+Op *op_take(Ep &ep, bool recv) {
+    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    Op *&head = recv ? ep.free_recvs : ep.free_requests;
+    Op *op = head;
+    if (!op)
+        return nullptr;
+    head = op->next_free;
+    (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
+    return op;
+}
+
+void op_give_back(Op &op) {
+    Ep &ep = *op.ep;
+    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    op.state.store(Op::kFree, std::memory_order_relaxed);
+    Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+    op.next_free = head;
+    head = &op;
+    (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1, std::memory_order_relaxed);
+}
+
+void flushed_now(Ep &ep, Op &op) {
+    Evd *evd = op.is_recv ? ep.recv_evd : ep.request_evd;
+    DAT_EVENT e = dto_event(op, DAT_DTO_ERR_FLUSHED, 0);
+    op_give_back(op);
+    if (evd)
+        evd_push(*evd, e);
+}
+
+void with_evds(Ep &ep, void (*fn)(Evd &)) {
+    Evd *list[2] = {ep.request_evd, ep.recv_evd != ep.request_evd ? ep.recv_evd : nullptr};
+    for (Evd *evd : list)
+        if (evd)
+            fn(*evd);
+}
+
+void detach(Ep &ep) {
+    for (Evd *evd : {ep.recv_evd, ep.request_evd, ep.connect_evd})
+        if (evd)
+            evd->users.fetch_sub(1);
+    if (ep.pz)
+        ep.pz->users.fetch_sub(1);
+}
+
+DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    Ep *ep;
+    if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        return r;
+    const bool recv = kind == PostKind::kRecv;
+    DAT_COUNT max_iov = recv ? ep->attr.max_recv_iov
+                        : kind == PostKind::kSend ? ep->attr.max_request_iov
+                        : kind == PostKind::kRdmaRead ? ep->attr.max_rdma_read_iov
+                                                      : ep->attr.max_rdma_write_iov;
+    if (n < 0 || n > max_iov)
+        return invalid_arg(2);
+    if (n > 0 && !iov)
+        return invalid_arg(3);
+    const int flags_arg = (kind == PostKind::kSend || recv) ? 5 : 6;
+    if (flags & ~kValidCompletionFlags)
+        return invalid_arg(flags_arg);
+    if (!recv && kind != PostKind::kSend && !remote)
+        return invalid_arg(5);
+    DAT_EP_STATE state = ep->state.load(std::memory_order_acquire);
+    if (!recv && state != DAT_EP_STATE_CONNECTED && state != DAT_EP_STATE_DISCONNECTED)
+        return DAT_ERROR(DAT_INVALID_STATE, state == DAT_EP_STATE_DISCONNECT_PENDING
+                                                ? DAT_INVALID_STATE_EP_DISCPENDING
+                                                : DAT_INVALID_STATE_EP_NOTREADY);
+    Evd *evd = recv ? ep->recv_evd : ep->request_evd;
+    if (!evd)
+        return DAT_ERROR(DAT_INVALID_STATE, recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
+    const DAT_MEM_PRIV_FLAGS need =
+        (recv || kind == PostKind::kRdmaRead) ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG : DAT_MEM_PRIV_LOCAL_READ_FLAG;
+    Segment segs[kMaxIov];
+    int nsegs = 0;
+    std::uint64_t total = 0;
+    for (DAT_COUNT i = 0; i < n; ++i) {
+        if (iov[i].segment_length == 0)
+            continue; // DAT: a zero-length segment's other members are irrelevant
+        if (DAT_RETURN r = resolve_segment(*ep->ia, ep->pz, iov[i], need, segs[nsegs]))
+            return r;
+        total += segs[nsegs].length;
+        ++nsegs;
+    }
+    if (total > ep->attr.max_message_size && (kind == PostKind::kSend || recv))
+        return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    Op *op = op_take(*ep, recv);
+    if (!op)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+    op->operation = recv ? DAT_DTO_RECEIVE
+                    : kind == PostKind::kSend ? DAT_DTO_SEND
+                    : kind == PostKind::kRdmaRead ? DAT_DTO_RDMA_READ
+                                                  : DAT_DTO_RDMA_WRITE;
+    op->cookie = cookie;
+    op->length = static_cast<std::uint32_t>(total);
+    op->seq = ep->next_seq.fetch_add(1, std::memory_order_relaxed);
+    op->state.store(Op::kPosted, std::memory_order_release);
+    if (state == DAT_EP_STATE_DISCONNECTED) {
+        // dat_ep_post_recv(3DAT): allowed, and flushed at once.
+        op->state.store(Op::kFlushed, std::memory_order_relaxed);
+        flushed_now(*ep, *op);
+        return DAT_SUCCESS;
+    }
+    DAT_RETURN r = ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
+    if (r != DAT_SUCCESS) {
+        std::uint8_t expected = Op::kPosted;
+        if (op->state.compare_exchange_strong(expected, Op::kFree))
+            op_give_back(*op);
+    }
+    return r;
+}
+
+} // namespace
+
+void ep_drain_completions(Ep &ep) {
+    with_evds(ep, [](Evd &evd) {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        evd_drain_all_locked(evd);
+    });
+}
+
+void ep_flush_outstanding(Ep &ep) {
+    std::vector<Op *> pending;
+    for (Op &op : ep.ops) {
+        std::uint8_t expected = Op::kPosted;
+        if (op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_acq_rel))
+            pending.push_back(&op);
+    }
+    std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
+    for (Op *op : pending) {
+        Evd *evd = op->is_recv ? ep.recv_evd : ep.request_evd;
+        if (evd) {
+            DAT_EVENT e = dto_event(*op, DAT_DTO_ERR_FLUSHED, 0);
+            evd_push(*evd, e);
+        }
+        // The record stays kFlushed until the transport's own completion for
+        // it shows up (dropped then) or the EP is reset or freed.
+    }
+}
+
+void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len) {
+    if (!ep.connect_evd)
+        return;
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = number;
+    e.event_data.connect_event_data.ep_handle = &ep;
+    if (pdata && len) {
+        len = std::min(len, sizeof ep.event_data);
+        std::memcpy(ep.event_data, pdata, len);
+        e.event_data.connect_event_data.private_data = ep.event_data;
+        e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(len);
+    }
+    evd_push(*ep.connect_evd, e);
+}
+
+// Takes back every record: nothing of this EP can complete any more.
+static void reclaim_records(Ep &ep) {
+    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    for (Op &op : ep.ops) {
+        if (op.state.load() == Op::kFlushed) {
+            op.state.store(Op::kFree);
+            Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+            op.next_free = head;
+            head = &op;
+            (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1);
+        }
+    }
+}
+
+void ep_release_all(Ep &ep) {
+    Ia &ia = *ep.ia;
+    ia.transport->ep_close(ep);
+    ep_drain_completions(ep);
+    if (ep.cr) {
+        ep.cr->provider_ep = nullptr;
+        ep.cr = nullptr;
+    }
+    detach(ep);
+    ia_untrack(ia, &ep);
+    destroy_object(&ep);
+}
+
+namespace slot {
+
+DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_evd_handle,
+                     DAT_EVD_HANDLE request_evd_handle, DAT_EVD_HANDLE connect_evd_handle, const DAT_EP_ATTR *attr,
+                     DAT_EP_HANDLE *ep_out) {
+    return guarded("dat_ep_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        Pz *pz;
+        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+            return r;
+        Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
+        if (recv_evd_handle != DAT_HANDLE_NULL) {
+            if (DAT_RETURN r = handle_cast(recv_evd_handle, recv_evd, DAT_INVALID_HANDLE_EVD_RECV))
+                return r;
+            if (!(recv_evd->flags & DAT_EVD_DTO_FLAG))
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
+        }
+        if (request_evd_handle != DAT_HANDLE_NULL) {
+            if (DAT_RETURN r = handle_cast(request_evd_handle, request_evd, DAT_INVALID_HANDLE_EVD_REQUEST))
+                return r;
+            if (!(request_evd->flags & DAT_EVD_DTO_FLAG))
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
+        }
+        if (connect_evd_handle != DAT_HANDLE_NULL) {
+            if (DAT_RETURN r = handle_cast(connect_evd_handle, connect_evd, DAT_INVALID_HANDLE_EVD_CONN))
+                return r;
+            if (!(connect_evd->flags & DAT_EVD_CONNECTION_FLAG))
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+        }
+        if (!ep_out)
+            return invalid_arg(7);
+        DAT_EP_ATTR a = attr ? *attr : default_attr();
+        if (DAT_RETURN r = check_attr(a, 6))
+            return r;
+        normalize_attr(a);
+        Ep *ep = make_object<Ep>(ia->provider, ia);
+        if (!ep)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+        ep->pz = pz;
+        ep->recv_evd = recv_evd;
+        ep->request_evd = request_evd;
+        ep->connect_evd = connect_evd;
+        ep->attr = a;
+        try {
+            build_pools(*ep);
+        } catch (...) {
+            destroy_object(ep);
+            throw;
+        }
+        if (DAT_RETURN r = ia->transport->ep_open(*ep)) {
+            destroy_object(ep);
+            return r;
+        }
+        for (Evd *evd : {recv_evd, request_evd, connect_evd})
+            if (evd)
+                evd->users.fetch_add(1);
+        pz->users.fetch_add(1);
+        ia_track(*ia, ep);
+        publish(ep);
+        *ep_out = ep;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *param) {
+    return guarded("dat_ep_query", [&]() -> DAT_RETURN {
+        Ep *ep;
+        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        std::lock_guard<std::mutex> lock(ep->mu);
+        if (mask & DAT_EP_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(ep->ia, &param->ia_handle);
+        if (mask & DAT_EP_FIELD_EP_STATE)
+            param->ep_state = ep->state.load();
+        if (mask & DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR)
+            param->local_ia_address_ptr = const_cast<sockaddr *>(ep->ia->transport->address());
+        if (mask & DAT_EP_FIELD_LOCAL_PORT_QUAL)
+            param->local_port_qual = 0;
+        if (mask & DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR)
+            param->remote_ia_address_ptr = reinterpret_cast<sockaddr *>(&ep->remote);
+        if (mask & DAT_EP_FIELD_REMOTE_PORT_QUAL)
+            param->remote_port_qual = ep->remote_port;
+        if (mask & DAT_EP_FIELD_PZ_HANDLE)
+            param->pz_handle = ep->pz;
+        if (mask & DAT_EP_FIELD_RECV_EVD_HANDLE)
+            param->recv_evd_handle = ep->recv_evd;
+        if (mask & DAT_EP_FIELD_REQUEST_EVD_HANDLE)
+            param->request_evd_handle = ep->request_evd;
+        if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE)
+            param->connect_evd_handle = ep->connect_evd;
+        if (mask & DAT_EP_FIELD_SRQ_HANDLE)
+            param->srq_handle = DAT_HANDLE_NULL;
+        if (mask & DAT_EP_FIELD_EP_ATTR_ALL)
+            param->ep_attr = ep->attr;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_EP_PARAM *param) {
+    return guarded("dat_ep_modify", [&]() -> DAT_RETURN {
+        Ep *ep;
+        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        constexpr DAT_EP_PARAM_MASK kModifiable =
+            DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE |
+            DAT_EP_FIELD_CONNECT_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_ALL;
+        if (mask == 0 || (mask & ~kModifiable))
+            return invalid_arg(2);
+        std::lock_guard<std::mutex> lock(ep->mu);
+        DAT_EP_STATE s = ep->state.load();
+        if (s != DAT_EP_STATE_UNCONNECTED)
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        if (ep->recvs_posted.load() || ep->requests_posted.load())
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        Pz *pz = ep->pz;
+        Evd *evds[3] = {ep->recv_evd, ep->request_evd, ep->connect_evd};
+        if (mask & DAT_EP_FIELD_PZ_HANDLE)
+            if (DAT_RETURN r = handle_cast(param->pz_handle, pz))
+                return r;
+        const DAT_EP_PARAM_MASK fields[3] = {DAT_EP_FIELD_RECV_EVD_HANDLE, DAT_EP_FIELD_REQUEST_EVD_HANDLE,
+                                             DAT_EP_FIELD_CONNECT_EVD_HANDLE};
+        const DAT_EVD_HANDLE given[3] = {param->recv_evd_handle, param->request_evd_handle,
+                                         param->connect_evd_handle};
+        const DAT_EVD_FLAGS need[3] = {DAT_EVD_DTO_FLAG, DAT_EVD_DTO_FLAG, DAT_EVD_CONNECTION_FLAG};
+        for (int i = 0; i < 3; ++i) {
+            if (!(mask & fields[i]))
+                continue;
+            evds[i] = nullptr;
+            if (given[i] == DAT_HANDLE_NULL)
+                continue;
+            if (DAT_RETURN r = handle_cast(given[i], evds[i]))
+                return r;
+            if (!(evds[i]->flags & need[i]))
+                return invalid_arg(3);
+        }
+        DAT_EP_ATTR a = ep->attr;
+        if (mask & DAT_EP_FIELD_EP_ATTR_ALL) {
+            const DAT_EP_ATTR &p = param->ep_attr;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE) a.max_message_size = p.max_message_size;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE) a.max_rdma_size = p.max_rdma_size;
+            if (mask & DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS) a.recv_completion_flags = p.recv_completion_flags;
+            if (mask & DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS) a.request_completion_flags = p.request_completion_flags;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS) a.max_recv_dtos = p.max_recv_dtos;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS) a.max_request_dtos = p.max_request_dtos;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV) a.max_recv_iov = p.max_recv_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV) a.max_request_iov = p.max_request_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) a.max_rdma_read_in = p.max_rdma_read_in;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) a.max_rdma_read_out = p.max_rdma_read_out;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV) a.max_rdma_read_iov = p.max_rdma_read_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV) a.max_rdma_write_iov = p.max_rdma_write_iov;
+            if ((mask & DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE) && p.service_type != DAT_SERVICE_TYPE_RC)
+                return invalid_arg(3);
+            if (DAT_RETURN r = check_attr(a, 3))
+                return r;
+            normalize_attr(a);
+        }
+        detach(*ep);
+        ep->pz = pz;
+        ep->recv_evd = evds[0];
+        ep->request_evd = evds[1];
+        ep->connect_evd = evds[2];
+        for (Evd *evd : evds)
+            if (evd)
+                evd->users.fetch_add(1);
+        pz->users.fetch_add(1);
+        bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
+        ep->attr = a;
+        if (resize)
+            build_pools(*ep);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_get_status(DAT_EP_HANDLE ep_handle, DAT_EP_STATE *state, DAT_BOOLEAN *recv_idle,
+                         DAT_BOOLEAN *request_idle) {
+    Ep *ep;
+    if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        return r;
+    if (state)
+        *state = ep->state.load();
+    if (recv_idle)
+        *recv_idle = ep->recvs_posted.load() == 0 ? DAT_TRUE : DAT_FALSE;
+    if (request_idle)
+        *request_idle = ep->requests_posted.load() == 0 ? DAT_TRUE : DAT_FALSE;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_free(DAT_EP_HANDLE ep_handle) {
+    return guarded("dat_ep_free", [&]() -> DAT_RETURN {
+        Ep *ep;
+        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+            return r;
+        {
+            std::lock_guard<std::mutex> lock(ep->mu);
+            switch (ep->state.load()) {
+            case DAT_EP_STATE_RESERVED:
+                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+            case DAT_EP_STATE_PASSIVE_CONNECTION_PENDING:
+                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PASSCONNPENDING);
+            case DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING:
+                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_TENTCONNPENDING);
+            default:
+                break;
+            }
+            // From here on the CM thread ignores this EP's events.
+            ep->state.store(DAT_EP_STATE_DISCONNECTED);
+        }
+        ep_release_all(*ep);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
+    return guarded("dat_ep_reset", [&]() -> DAT_RETURN {
+        Ep *ep;
+        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+            return r;
+        std::lock_guard<std::mutex> lock(ep->mu);
+        DAT_EP_STATE s = ep->state.load();
+        if (s == DAT_EP_STATE_UNCONNECTED)
+            return DAT_SUCCESS;
+        if (s != DAT_EP_STATE_DISCONNECTED)
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        ep->ia->transport->ep_reset(*ep);
+        ep_drain_completions(*ep);
+        reclaim_records(*ep);
+        std::memset(&ep->remote, 0, sizeof ep->remote);
+        ep->remote_port = 0;
+        ep->state.store(DAT_EP_STATE_UNCONNECTED);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_recv_query(DAT_EP_HANDLE ep_handle, DAT_COUNT *nbufs_allocated, DAT_COUNT *bufs_alloc_span) {
+    Ep *ep;
+    if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        return r;
+    if (nbufs_allocated)
+        *nbufs_allocated = ep->recvs_posted.load();
+    if (bufs_alloc_span)
+        *bufs_alloc_span = DAT_VALUE_UNKNOWN;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep_handle, DAT_COUNT soft_high, DAT_COUNT hard_high) {
+    Ep *ep;
+    if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        return r;
+    if (soft_high < 0 && soft_high != DAT_WATERMARK_INFINITE)
+        return invalid_arg(2);
+    if (hard_high < 0 && hard_high != DAT_WATERMARK_INFINITE)
+        return invalid_arg(3);
+    std::lock_guard<std::mutex> lock(ep->mu);
+    ep->recv_low_watermark = soft_high;
+    ep->send_high_watermark = hard_high;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_send", [&] { return post_dto(ep, PostKind::kSend, n, iov, cookie, nullptr, flags); });
+}
+
+DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_recv", [&] { return post_dto(ep, PostKind::kRecv, n, iov, cookie, nullptr, flags); });
+}
+
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_rdma_read",
+                   [&] { return post_dto(ep, PostKind::kRdmaRead, n, iov, cookie, remote, flags); });
+}
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_rdma_write",
+                   [&] { return post_dto(ep, PostKind::kRdmaWrite, n, iov, cookie, remote, flags); });
+}
+
+} // namespace slot
+} // namespace dat2::kit

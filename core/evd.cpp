@@ -1,0 +1,494 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Event dispatchers: a FIFO of ready DAT_EVENTs in front of the transport's
+// completion queue. Completions move from the queue into the FIFO only
+// when there is room (the queue is the backpressure), provider events
+// (connections, flushes) are never lost (they spill past qlen and raise one
+// overflow async event), software events beyond qlen get DAT_QUEUE_FULL.
+// Waiting blocks in poll() on the transport's completion fd and the EVD's
+// eventfd: no busy loop, and the timeout shrinks across wake-ups.
+#include "boundary.hpp"
+#include "slots.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace dat2::kit {
+
+namespace {
+
+constexpr unsigned kValidFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |
+                                      DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
+
+void ring_push_locked(Evd &evd, const DAT_EVENT &e) {
+    evd.ring[(evd.head + evd.count) % evd.ring.size()] = e;
+    ++evd.count;
+}
+
+DAT_EVENT ring_pop_locked(Evd &evd) {
+    DAT_EVENT e = evd.ring[evd.head];
+    evd.head = (evd.head + 1) % evd.ring.size();
+    --evd.count;
+    return e;
+}
+
+void op_release(Op &op) {
+    Ep &ep = *op.ep;
+    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    op.state.store(Op::kFree, std::memory_order_relaxed);
+    if (op.is_recv) {
+        op.next_free = ep.free_recvs;
+        ep.free_recvs = &op;
+        ep.recvs_posted.fetch_sub(1, std::memory_order_relaxed);
+    } else {
+        op.next_free = ep.free_requests;
+        ep.free_requests = &op;
+        ep.requests_posted.fetch_sub(1, std::memory_order_relaxed);
+    }
+}
+
+// Turns completions into events; returns how many events were produced.
+void consume_completions(Evd &evd, const Completion *c, int n, bool to_spill) {
+    for (int i = 0; i < n; ++i) {
+        Op &op = *c[i].op;
+        std::uint8_t expected = Op::kPosted;
+        if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
+            // Already reported as flushed by a disconnect: drop the late one.
+            op_release(op);
+            continue;
+        }
+        bool report = !(op.suppress && c[i].status == DAT_DTO_SUCCESS);
+        DAT_EVENT e = dto_event(op, c[i].status, c[i].length);
+        e.evd_handle = &evd;
+        op_release(op);
+        if (!report)
+            continue;
+        if (to_spill || evd.count == evd.ring.size())
+            evd.spill.push_back(e);
+        else
+            ring_push_locked(evd, e);
+    }
+}
+
+std::chrono::steady_clock::time_point deadline_of(DAT_TIMEOUT timeout_us) {
+    if (timeout_us == DAT_TIMEOUT_INFINITE)
+        return std::chrono::steady_clock::time_point::max();
+    return std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
+}
+
+void drain_wake_fd(Evd &evd) {
+    std::uint64_t v;
+    while (::read(evd.wake_fd, &v, sizeof v) == sizeof v) {
+    }
+}
+
+DAT_RETURN evd_check_dequeuer(Evd &evd) {
+    if (evd.waiter)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
+DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_DTO_COMPLETION_EVENT;
+    auto &d = e.event_data.dto_completion_event_data;
+    d.ep_handle = op.ep;
+    d.user_cookie = op.cookie;
+    d.status = status;
+    d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
+    d.operation = op.operation;
+    return e;
+}
+
+void evd_fill_locked(Evd &evd) {
+    while (!evd.spill.empty() && evd.count < evd.ring.size()) {
+        ring_push_locked(evd, evd.spill.front());
+        evd.spill.pop_front();
+    }
+    if (!evd.cq || !evd.spill.empty())
+        return;
+    Completion c[32];
+    while (evd.count < evd.ring.size()) {
+        int room = static_cast<int>(std::min<std::size_t>(32, evd.ring.size() - evd.count));
+        int n = evd.ia->transport->cq_read(evd, c, room);
+        if (n <= 0)
+            break;
+        consume_completions(evd, c, n, false);
+    }
+}
+
+// Every completion the queue holds, whatever the room: used before an EP's
+// records go away and before a disconnect event, so that ordering holds.
+void evd_drain_all_locked(Evd &evd) {
+    if (!evd.cq)
+        return;
+    Completion c[32];
+    for (;;) {
+        int n = evd.ia->transport->cq_read(evd, c, 32);
+        if (n <= 0)
+            break;
+        consume_completions(evd, c, n, true);
+    }
+}
+
+void evd_wake(Evd &evd) {
+    std::uint64_t one = 1;
+    ssize_t rc = ::write(evd.wake_fd, &one, sizeof one);
+    (void)rc;
+    Cno *cno = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        // DAT: the CNO is not triggered while a consumer waits on the EVD.
+        if (evd.enabled && !evd.waiter)
+            cno = evd.cno;
+    }
+    if (cno)
+        cno_notify(*cno, evd);
+}
+
+void evd_push(Evd &evd, const DAT_EVENT &event) {
+    bool overflow = false;
+    {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        DAT_EVENT e = event;
+        e.evd_handle = &evd;
+        if (evd.spill.empty() && evd.count < evd.ring.size()) {
+            ring_push_locked(evd, e);
+        } else {
+            evd.spill.push_back(e);
+            overflow = !evd.overflowed;
+            evd.overflowed = true;
+        }
+    }
+    evd_wake(evd);
+    if (overflow && !(evd.flags & DAT_EVD_ASYNC_FLAG)) {
+        DAT2_ERR("EVD %p: queue of %d events overflowed; events kept beyond qlen\n", (void *)&evd, evd.qlen);
+        post_async(*evd.ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, &evd, DAT_EVD_OVERFLOW_ERROR);
+    }
+}
+
+void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason) {
+    if (!ia.async_evd)
+        return;
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = number;
+    e.event_data.asynch_error_event_data.dat_handle = object;
+    e.event_data.asynch_error_event_data.reason = reason;
+    evd_push(*ia.async_evd, e);
+}
+
+void evd_release(Evd &evd) {
+    if (evd.cno)
+        evd.cno->evds.fetch_sub(1);
+    if (evd.cq)
+        evd.ia->transport->cq_close(evd);
+    if (evd.wake_fd >= 0)
+        ::close(evd.wake_fd);
+    if (evd.ia->async_evd == &evd)
+        evd.ia->async_evd = nullptr;
+    ia_untrack(*evd.ia, &evd);
+    destroy_object(&evd);
+}
+
+namespace slot {
+
+DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cno_handle, DAT_EVD_FLAGS flags,
+                      DAT_EVD_HANDLE *evd_out) {
+    return guarded("dat_evd_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (qlen <= 0 || qlen > kMaxEvdQlen)
+            return invalid_arg(2);
+        Cno *cno = nullptr;
+        if (cno_handle != DAT_HANDLE_NULL)
+            if (DAT_RETURN r = handle_cast(cno_handle, cno))
+                return r;
+        if (flags == 0 || (flags & ~kValidFlags))
+            return invalid_arg(4);
+        if (!evd_out)
+            return invalid_arg(5);
+        Evd *evd = make_object<Evd>(ia->provider, ia);
+        if (!evd)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        evd->flags = flags;
+        evd->qlen = qlen;
+        try {
+            evd->ring.resize(static_cast<std::size_t>(qlen));
+        } catch (...) {
+            destroy_object(evd);
+            throw;
+        }
+        evd->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (evd->wake_fd < 0) {
+            destroy_object(evd);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+        }
+        if (flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) {
+            if (DAT_RETURN r = ia->transport->cq_open(*evd)) {
+                ::close(evd->wake_fd);
+                destroy_object(evd);
+                return r;
+            }
+        }
+        evd->cno = cno;
+        if (cno)
+            cno->evds.fetch_add(1);
+        ia_track(*ia, evd);
+        publish(evd);
+        *evd_out = evd;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask, DAT_EVD_PARAM *param) {
+    return guarded("dat_evd_query", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        std::lock_guard<std::mutex> lock(evd->mu);
+        if (mask & DAT_EVD_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(evd->ia, &param->ia_handle);
+        if (mask & DAT_EVD_FIELD_EVD_QLEN)
+            param->evd_qlen = evd->qlen;
+        if (mask & DAT_EVD_FIELD_EVD_STATE)
+            param->evd_state = static_cast<DAT_EVD_STATE>(
+                (evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
+                (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
+        if (mask & DAT_EVD_FIELD_CNO)
+            param->cno_handle = evd->cno;
+        if (mask & DAT_EVD_FIELD_EVD_FLAGS)
+            param->evd_flags = evd->flags;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) {
+    return guarded("dat_evd_modify_cno", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        Cno *cno = nullptr;
+        if (cno_handle != DAT_HANDLE_NULL)
+            if (DAT_RETURN r = handle_cast(cno_handle, cno))
+                return r;
+        std::lock_guard<std::mutex> lock(evd->mu);
+        if (evd->cno)
+            evd->cno->evds.fetch_sub(1);
+        evd->cno = cno;
+        if (cno)
+            cno->evds.fetch_add(1);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    std::lock_guard<std::mutex> lock(evd->mu);
+    evd->enabled = true;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    std::lock_guard<std::mutex> lock(evd->mu);
+    evd->enabled = false;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE evd_handle) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    {
+        std::lock_guard<std::mutex> lock(evd->mu);
+        evd->waitable = false;
+    }
+    std::uint64_t one = 1;
+    ssize_t rc = ::write(evd->wake_fd, &one, sizeof one); // a blocked waiter returns
+    (void)rc;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    std::lock_guard<std::mutex> lock(evd->mu);
+    evd->waitable = true;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    if (!event)
+        return invalid_arg(2);
+    std::lock_guard<std::mutex> lock(evd->mu);
+    if (DAT_RETURN r = evd_check_dequeuer(*evd))
+        return r;
+    if (evd->count == 0)
+        evd_fill_locked(*evd);
+    if (evd->count == 0)
+        return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+    *event = ring_pop_locked(*evd);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT *event,
+                    DAT_COUNT *nmore) {
+    return guarded("dat_evd_wait", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (!event)
+            return invalid_arg(4);
+        std::unique_lock<std::mutex> lock(evd->mu);
+        if (threshold <= 0 || threshold > evd->qlen)
+            return invalid_arg(3);
+        if (!evd->waitable)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+        if (DAT_RETURN r = evd_check_dequeuer(*evd))
+            return r;
+        evd->waiter = true;
+        const auto deadline = deadline_of(timeout);
+        DAT_RETURN result = DAT_SUCCESS;
+        for (;;) {
+            evd_fill_locked(*evd);
+            if (evd->count >= static_cast<std::size_t>(threshold)) {
+                *event = ring_pop_locked(*evd);
+                break;
+            }
+            if (!evd->waitable) {
+                result = DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+                break;
+            }
+            auto now = std::chrono::steady_clock::now();
+            if (now >= deadline) {
+                result = DAT_ERROR(DAT_TIMEOUT_EXPIRED, 0);
+                break;
+            }
+            int ms = -1;
+            if (deadline != std::chrono::steady_clock::time_point::max()) {
+                auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count();
+                ms = static_cast<int>(std::min<long long>((left + 999) / 1000, 1 << 30));
+            }
+            pollfd fds[2] = {{evd->wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
+            int nfds = 1;
+            lock.unlock();
+            bool may_block = true;
+            if (evd->cq) {
+                fds[1].fd = evd->ia->transport->cq_fd(*evd);
+                nfds = fds[1].fd >= 0 ? 2 : 1;
+                may_block = evd->ia->transport->cq_arm(*evd);
+                if (fds[1].fd < 0 && may_block)
+                    ms = ms < 0 || ms > 1 ? 1 : ms; // no fd: poll the queue every ms
+            }
+            if (may_block) {
+                int rc = ::poll(fds, nfds, ms);
+                if (rc < 0 && errno != EINTR) {
+                    lock.lock();
+                    result = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+                    break;
+                }
+            }
+            drain_wake_fd(*evd);
+            lock.lock();
+        }
+        evd->waiter = false;
+        if (nmore)
+            *nmore = static_cast<DAT_COUNT>(evd->count + evd->spill.size());
+        return result;
+    });
+}
+
+DAT_RETURN evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen) {
+    return guarded("dat_evd_resize", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (qlen <= 0 || qlen > kMaxEvdQlen)
+            return invalid_arg(2);
+        std::lock_guard<std::mutex> lock(evd->mu);
+        if (evd->waiter)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+        if (static_cast<std::size_t>(qlen) < evd->count + evd->spill.size())
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        std::vector<DAT_EVENT> ring(static_cast<std::size_t>(qlen));
+        std::size_t n = 0;
+        while (evd->count)
+            ring[n++] = ring_pop_locked(*evd);
+        while (!evd->spill.empty()) {
+            ring[n++] = evd->spill.front();
+            evd->spill.pop_front();
+        }
+        evd->ring.swap(ring);
+        evd->head = 0;
+        evd->count = n;
+        evd->qlen = qlen;
+        evd->overflowed = false;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event) {
+    return guarded("dat_evd_post_se", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (!event)
+            return invalid_arg(2);
+        if (event->event_number != DAT_SOFTWARE_EVENT)
+            return invalid_arg(2);
+        if (!(evd->flags & DAT_EVD_SOFTWARE_FLAG))
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+        {
+            std::lock_guard<std::mutex> lock(evd->mu);
+            if (evd->count + evd->spill.size() >= evd->ring.size()) {
+                return DAT_ERROR(DAT_QUEUE_FULL, 0);
+            }
+            DAT_EVENT e;
+            std::memset(&e, 0, sizeof e);
+            e.event_number = DAT_SOFTWARE_EVENT;
+            e.evd_handle = evd;
+            e.event_data.software_event_data = event->event_data.software_event_data;
+            ring_push_locked(*evd, e);
+        }
+        evd_wake(*evd);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN evd_free(DAT_EVD_HANDLE evd_handle) {
+    return guarded("dat_evd_free", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (evd->users.load() != 0)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+        {
+            std::lock_guard<std::mutex> lock(evd->mu);
+            if (evd->waiter)
+                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+        }
+        evd_release(*evd);
+        return DAT_SUCCESS;
+    });
+}
+
+} // namespace slot
+} // namespace dat2::kit

@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// IA open/query/close, consumer contexts, handle types and PZs.
+#include "boundary.hpp"
+#include "slots.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace dat2::kit {
+
+void ia_track(Ia &ia, ObjectHeader *obj) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    ia.objects.push_back(obj);
+}
+
+void ia_untrack(Ia &ia, ObjectHeader *obj) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    auto it = std::find(ia.objects.begin(), ia.objects.end(), obj);
+    if (it != ia.objects.end())
+        ia.objects.erase(it);
+}
+
+DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out) {
+    DAT_IA_HANDLE consumer = ia;
+    // The registry owns the mapping to the consumer's handle (OFED and ours).
+    if (dats_get_ia_handle(ia, &consumer) != DAT_SUCCESS)
+        consumer = ia;
+    *out = consumer;
+    return DAT_SUCCESS;
+}
+
+namespace {
+
+std::size_t count_children(Ia &ia) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    std::size_t n = 0;
+    for (ObjectHeader *o : ia.objects)
+        if (o != ia.async_evd || !ia.async_evd_owned)
+            ++n;
+    return n;
+}
+
+// Frees every child of the IA, dependents before what they depend on.
+void release_children(Ia &ia) {
+    static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_CR, DAT_HANDLE_TYPE_PSP,
+                                            DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO,
+                                            DAT_HANDLE_TYPE_PZ};
+    for (DAT_HANDLE_TYPE type : order) {
+        for (;;) {
+            ObjectHeader *victim = nullptr;
+            {
+                std::lock_guard<std::mutex> lock(ia.mu);
+                // LMRs made from other LMRs go before their parents.
+                for (auto it = ia.objects.rbegin(); it != ia.objects.rend(); ++it)
+                    if ((*it)->type == type) {
+                        victim = *it;
+                        break;
+                    }
+            }
+            if (!victim)
+                break;
+            switch (type) {
+            case DAT_HANDLE_TYPE_EP: ep_release_all(*static_cast<Ep *>(victim)); break;
+            case DAT_HANDLE_TYPE_CR: cr_destroy(*static_cast<Cr *>(victim)); break;
+            case DAT_HANDLE_TYPE_PSP: psp_release(*static_cast<Psp *>(victim)); break;
+            case DAT_HANDLE_TYPE_LMR: lmr_release(*static_cast<Lmr *>(victim)); break;
+            case DAT_HANDLE_TYPE_EVD: evd_release(*static_cast<Evd *>(victim)); break;
+            case DAT_HANDLE_TYPE_CNO: cno_release(*static_cast<Cno *>(victim)); break;
+            case DAT_HANDLE_TYPE_PZ:
+                ia_untrack(ia, victim);
+                destroy_object(static_cast<Pz *>(victim));
+                break;
+            default: ia_untrack(ia, victim); break;
+            }
+        }
+    }
+}
+
+} // namespace
+
+namespace slot {
+
+DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_out) {
+    return guarded("dat_ia_open", [&]() -> DAT_RETURN {
+        if (!name)
+            return invalid_arg(1);
+        if (!async_evd)
+            return invalid_arg(3);
+        if (!ia_out)
+            return invalid_arg(4);
+        TransportFactory factory = nullptr;
+        std::string params;
+        const DAT_PROVIDER *table = nullptr;
+        if (!provider_entry(nullptr, name, factory, params, &table))
+            return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+        Evd *given = nullptr;
+        bool create_async = *async_evd == DAT_HANDLE_NULL || *async_evd == DAT_EVD_ASYNC_EXISTS;
+        if (!create_async) {
+            // A consumer-made EVD cannot exist before its IA: nothing else is valid.
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+        }
+        if (async_qlen <= 0 || async_qlen > kMaxEvdQlen)
+            async_qlen = 16;
+        Ia *ia = make_object<Ia>(table, nullptr);
+        if (!ia)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        ia->ia = ia;
+        ia->name = name;
+        for (std::uint32_t i = kMaxLmrs; i-- > 1;)
+            ia->lmr_free.push_back(i); // index 0 is never used: context 0 means none
+        DAT_RETURN err = DAT_SUCCESS;
+        try {
+            ia->transport = factory(*ia, params, err);
+        } catch (...) {
+            destroy_object(ia);
+            throw;
+        }
+        if (!ia->transport) {
+            destroy_object(ia);
+            return err != DAT_SUCCESS ? err : DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+        }
+        publish(ia);
+        DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+        DAT_RETURN r = evd_create(ia, async_qlen, DAT_HANDLE_NULL, DAT_EVD_ASYNC_FLAG, &evd);
+        if (r != DAT_SUCCESS) {
+            ia->transport.reset();
+            destroy_object(ia);
+            return r;
+        }
+        (void)given;
+        ia->async_evd = static_cast<Evd *>(evd);
+        ia->async_evd_owned = true;
+        *async_evd = evd;
+        *ia_out = ia;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_ATTR_MASK ia_mask, DAT_IA_ATTR *ia_attr,
+                    DAT_PROVIDER_ATTR_MASK provider_mask, DAT_PROVIDER_ATTR *provider_attr) {
+    return guarded("dat_ia_query", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (ia_mask && !ia_attr)
+            return invalid_arg(4);
+        if (provider_mask && !provider_attr)
+            return invalid_arg(6);
+        DAT_IA_ATTR ia_out;
+        std::memset(&ia_out, 0, sizeof ia_out);
+        alignas(DAT_PROVIDER_ATTR) unsigned char pa_storage[sizeof(DAT_PROVIDER_ATTR)] = {};
+        auto *pa = reinterpret_cast<DAT_PROVIDER_ATTR *>(pa_storage);
+        const DAT_PROVIDER_INFO *info = provider_info(ia->provider);
+        std::snprintf(ia_out.adapter_name, sizeof ia_out.adapter_name, "%s", ia->name.c_str());
+        std::snprintf(ia_out.vendor_name, sizeof ia_out.vendor_name, "dat2");
+        ia_out.ia_address_ptr = const_cast<sockaddr *>(ia->transport->address());
+        ia_out.max_evds = 1 << 16;
+        ia_out.max_evd_qlen = kMaxEvdQlen;
+        ia_out.max_lmrs = kMaxLmrs - 1;
+        ia_out.max_pzs = 1 << 16;
+        ia_out.max_eps = 1 << 16;
+        ia_out.max_rmrs = 0;
+        ia_out.max_srqs = 0;
+        ia_out.extension_supported = DAT_EXTENSION_NONE;
+        std::snprintf(pa->provider_name, sizeof pa->provider_name, "%s", ia->name.c_str());
+        pa->provider_version_major = 2;
+        pa->provider_version_minor = 0;
+        // OFED's registry finds the entry again from these three at dat_ia_close.
+        pa->dapl_version_major = info->dapl_version_major;
+        pa->dapl_version_minor = info->dapl_version_minor;
+        pa->is_thread_safe = info->is_thread_safe;
+        pa->lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR |
+                                                                DAT_MEM_TYPE_SHARED_VIRTUAL);
+        pa->iov_ownership_on_return = DAT_IOV_CONSUMER;
+        pa->dat_qos_supported = DAT_QOS_BEST_EFFORT;
+        pa->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
+            DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
+            DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
+        pa->max_private_data_size = kMaxPrivateData;
+        pa->supports_multipath = DAT_FALSE;
+        pa->ep_creator = DAT_PSP_CREATES_EP_NEVER;
+        pa->pz_support = DAT_PZ_UNIQUE;
+        pa->optimal_buffer_alignment = 64;
+        {
+            auto *merge = const_cast<DAT_BOOLEAN(*)[6]>(pa->evd_stream_merging_supported);
+            for (int i = 0; i < 6; ++i)
+                for (int j = 0; j < 6; ++j)
+                    merge[i][j] = DAT_TRUE;
+        }
+        pa->srq_supported = DAT_FALSE;
+        pa->lmr_sync_req = DAT_FALSE;
+        pa->dto_async_return_guaranteed = DAT_FALSE;
+        pa->rdma_write_for_rdma_read_req = DAT_FALSE;
+        pa->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
+        pa->rmr_scope_supported = DAT_RMR_SCOPE_PZ;
+        ia->transport->query(ia_out, *pa);
+        if (async_evd)
+            *async_evd = ia->async_evd;
+        if (ia_mask && ia_attr)
+            *ia_attr = ia_out;
+        if (provider_mask && provider_attr)
+            std::memcpy(static_cast<void *>(provider_attr), pa, sizeof *pa);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags) {
+    return guarded("dat_ia_close", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
+            return invalid_arg(2);
+        if (flags == DAT_CLOSE_GRACEFUL_FLAG && count_children(*ia) != 0) {
+            DAT2_LOG(log::kGeneric, "dat_ia_close(%s, graceful): objects still exist\n", ia->name.c_str());
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        }
+        release_children(*ia);
+        ia->transport.reset();
+        destroy_object(ia);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN set_consumer_context(DAT_HANDLE h, DAT_CONTEXT context) {
+    ObjectHeader *o = any_object(h);
+    if (!o)
+        return DAT_ERROR(DAT_INVALID_HANDLE, 0);
+    o->context = context;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN get_consumer_context(DAT_HANDLE h, DAT_CONTEXT *context) {
+    ObjectHeader *o = any_object(h);
+    if (!o)
+        return DAT_ERROR(DAT_INVALID_HANDLE, 0);
+    if (!context)
+        return invalid_arg(2);
+    *context = o->context;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN get_handle_type(DAT_HANDLE h, DAT_HANDLE_TYPE *type) {
+    ObjectHeader *o = any_object(h);
+    if (!o)
+        return DAT_ERROR(DAT_INVALID_HANDLE, 0);
+    if (!type)
+        return invalid_arg(2);
+    *type = o->type;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_out) {
+    return guarded("dat_pz_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (!pz_out)
+            return invalid_arg(2);
+        Pz *pz = make_object<Pz>(ia->provider, ia);
+        if (!pz)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+        ia_track(*ia, pz);
+        publish(pz);
+        *pz_out = pz;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN pz_query(DAT_PZ_HANDLE pz_handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARAM *param) {
+    return guarded("dat_pz_query", [&]() -> DAT_RETURN {
+        Pz *pz;
+        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        if (mask & DAT_PZ_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(pz->ia, &param->ia_handle);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN pz_free(DAT_PZ_HANDLE pz_handle) {
+    return guarded("dat_pz_free", [&]() -> DAT_RETURN {
+        Pz *pz;
+        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+            return r;
+        if (pz->users.load() != 0)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_PZ_IN_USE);
+        ia_untrack(*pz->ia, pz);
+        destroy_object(pz);
+        return DAT_SUCCESS;
+    });
+}
+
+} // namespace slot
+} // namespace dat2::kit

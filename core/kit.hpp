@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The provider kit: the DAT objects every plugin shares, their states and
+// rules, and the interface a transport implements underneath them.
+//
+// Division of labour: the kit implements every DAT_PROVIDER slot (argument
+// and handle checks with the man pages' return codes, the EP state machine,
+// EVD queues and waiting, CNOs, PZ/LMR bookkeeping, DTO cookies and flushes).
+// A plugin supplies a Transport per IA: completion queues, memory
+// registration, connection management and posting, and reports connection
+// events back through the kit's on_*() functions.
+#pragma once
+
+#include "object.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <sys/socket.h>
+#include <vector>
+
+namespace dat2::kit {
+
+struct Ia;
+struct Pz;
+struct Evd;
+struct Cno;
+struct Ep;
+struct Lmr;
+struct Psp;
+struct Cr;
+struct Op;
+class Transport;
+
+// ---- limits the kit enforces whatever the transport ------------------------
+inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
+inline constexpr DAT_COUNT kMaxLmrs = 1 << 16;
+inline constexpr DAT_COUNT kMaxPrivateData = 192; // bytes a consumer may send
+inline constexpr DAT_COUNT kDefaultDtos = 64;
+
+// ---- objects ---------------------------------------------------------------
+
+struct Pz : ObjectHeader {
+    std::atomic<int> users{0}; // LMRs, EPs, RMRs, SRQs
+};
+
+// A DTO in flight. Records live in their EP for the EP's lifetime, so a
+// completion that arrives late (after a flush) still finds valid memory.
+struct Op {
+    enum State : std::uint8_t { kFree, kPosted, kFlushed };
+    std::atomic<std::uint8_t> state{kFree};
+    bool suppress = false;  // DAT_COMPLETION_SUPPRESS_FLAG
+    bool is_recv = false;
+    DAT_DTOS operation = DAT_DTO_SEND;
+    std::uint64_t seq = 0;  // posting order, for flushes
+    DAT_DTO_COOKIE cookie{};
+    std::uint32_t length = 0;
+    Ep *ep = nullptr;
+    Op *next_free = nullptr;
+};
+
+struct Cno : ObjectHeader {
+    std::mutex mu;
+    std::condition_variable cv;
+    DAT_OS_WAIT_PROXY_AGENT agent{nullptr, nullptr};
+    Evd *triggered = nullptr; // set when an EVD fired and no agent took it
+    bool waiting = false;
+    std::atomic<int> evds{0};
+    int fd = -1; // dat_cno_fd_create: readable while triggered
+};
+
+struct Evd : ObjectHeader {
+    std::mutex mu;
+    DAT_EVD_FLAGS flags = DAT_EVD_DEFAULT_FLAG;
+    DAT_COUNT qlen = 0;
+    bool enabled = true;
+    bool waitable = true;
+    bool waiter = false;
+    bool overflowed = false;
+    // Events ready for the consumer, FIFO. Sized to qlen at creation and on
+    // resize; the hot paths (dequeue, wait) never allocate.
+    std::vector<DAT_EVENT> ring;
+    std::size_t head = 0, count = 0;
+    // Provider-generated events (connections, flushes) that did not fit: never
+    // lost, delivered after the ring drains.
+    std::deque<DAT_EVENT> spill;
+    Cno *cno = nullptr;
+    int wake_fd = -1;                 // eventfd: software and CM events, unwaitable
+    void *cq = nullptr;               // the transport's completion queue (DTO EVDs)
+    std::atomic<int> users{0};        // EPs and PSPs referring to it
+};
+
+struct Lmr : ObjectHeader {
+    DAT_MEM_TYPE mem_type = DAT_MEM_TYPE_VIRTUAL;
+    DAT_REGION_DESCRIPTION region{};
+    char cookie[DAT_LMR_COOKIE_SIZE] = {};
+    Pz *pz = nullptr;
+    Lmr *parent = nullptr; // DAT_MEM_TYPE_LMR
+    std::uintptr_t address = 0;
+    DAT_VLEN length = 0;
+    DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_NONE_FLAG;
+    DAT_VA_TYPE va_type = DAT_VA_TYPE_VA;
+    DAT_LMR_CONTEXT lmr_context = 0;
+    DAT_RMR_CONTEXT rmr_context = 0;
+    bool has_rmr_context = false;
+    std::atomic<int> users{0}; // RMRs bound to it, LMRs made from it
+    void *mr = nullptr;        // transport registration
+    void *desc = nullptr;      // transport descriptor for local buffers
+};
+
+struct Psp : ObjectHeader {
+    DAT_CONN_QUAL conn_qual = 0;
+    Evd *evd = nullptr;
+    DAT_PSP_FLAGS flags = DAT_PSP_CONSUMER_FLAG;
+    void *tp = nullptr;
+};
+
+struct Cr : ObjectHeader {
+    Psp *psp = nullptr;
+    DAT_CONN_QUAL conn_qual = 0;
+    sockaddr_storage remote{};
+    DAT_PORT_QUAL remote_port = 0;
+    unsigned char private_data[256];
+    DAT_COUNT private_data_size = 0;
+    Ep *provider_ep = nullptr; // DAT_PSP_PROVIDER_FLAG
+    void *tp = nullptr;        // the transport's pending request
+};
+
+struct Ep : ObjectHeader {
+    std::mutex mu; // connection state; never taken on the post paths
+    std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
+    Pz *pz = nullptr;
+    Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
+    DAT_EP_ATTR attr{};
+    sockaddr_storage remote{};
+    DAT_PORT_QUAL remote_port = 0;
+    Cr *cr = nullptr; // the request being accepted, while passive pending
+    // Private data of the last connection event (the event points here).
+    unsigned char event_data[256];
+    // DTO records: one pool for requests and one for receives.
+    std::vector<Op> ops;
+    std::mutex ops_mu;
+    Op *free_requests = nullptr, *free_recvs = nullptr;
+    std::atomic<std::uint64_t> next_seq{0};
+    std::atomic<int> recvs_posted{0}, requests_posted{0};
+    DAT_COUNT recv_low_watermark = DAT_WATERMARK_INFINITE, send_high_watermark = DAT_WATERMARK_INFINITE;
+    void *tp = nullptr; // the transport's endpoint state
+};
+
+struct Ia : ObjectHeader {
+    std::string name;
+    std::unique_ptr<Transport> transport;
+    Evd *async_evd = nullptr;
+    bool async_evd_owned = false; // created by ia_open
+    std::mutex mu;                // the object lists below
+    std::vector<ObjectHeader *> objects; // every child, for ia_close
+    // LMR contexts: index (16 bits) | generation (16 bits) << 16; table read
+    // without a lock on the post path.
+    std::vector<std::atomic<Lmr *>> lmr_table;
+    std::vector<std::uint16_t> lmr_generation;
+    std::vector<std::uint32_t> lmr_free;
+    Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
+};
+
+template <> struct HandleTraits<Ia> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_IA;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_IA;
+};
+template <> struct HandleTraits<Pz> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PZ;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_PZ;
+};
+template <> struct HandleTraits<Evd> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EVD;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_EVD_REQUEST;
+};
+template <> struct HandleTraits<Cno> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CNO;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_CNO;
+};
+template <> struct HandleTraits<Ep> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EP;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_EP;
+};
+template <> struct HandleTraits<Lmr> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_LMR;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_LMR;
+};
+template <> struct HandleTraits<Psp> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PSP;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_PSP;
+};
+template <> struct HandleTraits<Cr> {
+    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CR;
+    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_CR;
+};
+
+// ---- what a transport provides ---------------------------------------------
+
+// One local segment of a DTO, resolved from an LMR triplet.
+struct Segment {
+    void *addr;
+    std::size_t length;
+    void *desc;
+};
+
+// A completion as the transport reads it from its queue.
+struct Completion {
+    Op *op;
+    DAT_DTO_COMPLETION_STATUS status;
+    std::uint32_t length;
+};
+
+enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
+
+class Transport {
+public:
+    virtual ~Transport() = default;
+
+    // Attributes: the kit fills the generic ones first, the transport its limits.
+    virtual void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) = 0;
+    virtual const sockaddr *address() const = 0;
+
+    // Completion queue behind a DTO EVD (sets evd.cq).
+    virtual DAT_RETURN cq_open(Evd &evd) = 0;
+    virtual void cq_close(Evd &evd) = 0;
+    // Reads up to `max` completions; 0 when empty.
+    virtual int cq_read(Evd &evd, Completion *out, int max) = 0;
+    // The fd to poll for completions, and whether blocking on it now is safe
+    // (false: completions may already be queued, read again first).
+    virtual int cq_fd(Evd &evd) = 0;
+    virtual bool cq_arm(Evd &evd) = 0;
+
+    // Memory registration of lmr.address/length with lmr.privileges; sets
+    // lmr.mr, lmr.desc and, when remote access was asked, lmr.rmr_context.
+    virtual DAT_RETURN mr_register(Lmr &lmr) = 0;
+    virtual void mr_deregister(Lmr &lmr) = 0;
+
+    // Endpoint transport state (ep.tp). ep_close: afterwards no completion
+    // for this EP appears in any queue and no buffer of it is touched.
+    virtual DAT_RETURN ep_open(Ep &ep) = 0;
+    virtual void ep_close(Ep &ep) = 0;
+    // Drops the connection resources so that the EP can connect again.
+    virtual void ep_reset(Ep &ep) = 0;
+
+    virtual DAT_RETURN connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                               std::size_t pdata_len, DAT_TIMEOUT timeout) = 0;
+    // Starts a disconnect; the transport calls on_disconnected() when done.
+    virtual DAT_RETURN disconnect(Ep &ep, bool graceful) = 0;
+
+    // qual == nullptr: any free qualifier, reported through *assigned.
+    virtual DAT_RETURN psp_open(Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) = 0;
+    virtual void psp_close(Psp &psp) = 0;
+    virtual DAT_RETURN accept(Cr &cr, Ep &ep, const void *pdata, std::size_t pdata_len) = 0;
+    virtual DAT_RETURN reject(Cr &cr, const void *pdata, std::size_t pdata_len) = 0;
+    virtual void cr_release(Cr &cr) = 0;
+
+    // Posts a DTO whose segments the kit has validated. For a receive on an
+    // EP that has no connection yet, the transport keeps it until it has one.
+    virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
+                            const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
+};
+
+// Creates the transport of a new IA from the dat.conf entry's ia_params.
+using TransportFactory = std::unique_ptr<Transport> (*)(Ia &ia, const std::string &ia_params,
+                                                        DAT_RETURN &error);
+
+// ---- the kit's side, called by transports -----------------------------------
+
+// Connection events. The transport calls these from its CM thread.
+void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, const void *pdata,
+                           std::size_t pdata_len);
+void on_established(Ep &ep, const void *pdata, std::size_t pdata_len);
+void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::size_t pdata_len);
+// The connection is gone (local or remote disconnect, peer death): completes
+// every outstanding DTO (flushed) before the DISCONNECTED/BROKEN event.
+void on_disconnected(Ep &ep, bool broken);
+// An IA-level error for the async EVD.
+void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason);
+
+// Provider registration for a plugin's dat_provider_init/fini.
+void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept;
+void provider_fini(const DAT_PROVIDER_INFO *info) noexcept;
+
+// ---- inside the kit ---------------------------------------------------------
+
+// Enqueues a provider-generated event on an EVD (never lost) and wakes it.
+void evd_push(Evd &evd, const DAT_EVENT &event);
+// Moves completions from the EVD's queue into its ring; caller holds evd.mu.
+void evd_fill_locked(Evd &evd);
+// Every queued completion, whatever the room (spills past qlen); holds evd.mu.
+void evd_drain_all_locked(Evd &evd);
+void evd_wake(Evd &evd);
+DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out);
+void ia_track(Ia &ia, ObjectHeader *obj);
+void ia_untrack(Ia &ia, ObjectHeader *obj);
+void fill_provider_table(DAT_PROVIDER &p);
+
+// Event construction.
+DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
+
+} // namespace dat2::kit

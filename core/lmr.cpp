@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Local memory regions: registration through the transport, contexts that
+// DTOs resolve without a lock, and the reference rules of the seeds (an
+// LMR in use by an RMR or another LMR cannot be freed; its rmr_context
+// exists only when remote access was asked for).
+#include "lmr.hpp"
+
+#include "boundary.hpp"
+#include "slots.hpp"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace dat2::kit {
+
+namespace {
+
+constexpr DAT_MEM_PRIV_FLAGS kValidPrivileges = DAT_MEM_PRIV_ALL_FLAG;
+
+// True when [addr, addr+len) lies in shared mappings of this process: a
+// DAT_MEM_TYPE_SHARED_VIRTUAL region must have been created shared.
+bool range_is_shared(std::uintptr_t addr, std::uintptr_t len) {
+    FILE *maps = std::fopen("/proc/self/maps", "re");
+    if (!maps)
+        return true; // cannot tell: do not refuse
+    std::uintptr_t covered = addr;
+    char line[512];
+    while (std::fgets(line, sizeof line, maps)) {
+        std::uintptr_t lo, hi;
+        char perms[8] = {};
+        if (std::sscanf(line, "%" SCNxPTR "-%" SCNxPTR " %7s", &lo, &hi, perms) != 3)
+            continue;
+        if (lo <= covered && covered < hi) {
+            if (perms[3] != 's')
+                break;
+            covered = hi;
+            if (covered >= addr + len)
+                break;
+        }
+    }
+    std::fclose(maps);
+    return covered >= addr + len;
+}
+
+DAT_RETURN context_alloc(Ia &ia, Lmr &lmr) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    if (ia.lmr_free.empty())
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
+    std::uint32_t idx = ia.lmr_free.back();
+    ia.lmr_free.pop_back();
+    lmr.lmr_context = (static_cast<std::uint32_t>(ia.lmr_generation[idx]) << 16) | idx;
+    ia.lmr_table[idx].store(&lmr, std::memory_order_release);
+    return DAT_SUCCESS;
+}
+
+void context_free(Ia &ia, Lmr &lmr) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    std::uint32_t idx = lmr.lmr_context & 0xffff;
+    ia.lmr_table[idx].store(nullptr, std::memory_order_release);
+    if (++ia.lmr_generation[idx] == 0)
+        ia.lmr_generation[idx] = 1;
+    ia.lmr_free.insert(ia.lmr_free.begin(), idx); // reuse last: stale contexts stay dead longer
+}
+
+} // namespace
+
+Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context) {
+    std::uint32_t idx = context & 0xffff;
+    if (idx == 0 || idx >= static_cast<std::uint32_t>(kMaxLmrs))
+        return nullptr;
+    Lmr *lmr = ia.lmr_table[idx].load(std::memory_order_acquire);
+    if (!lmr || lmr->lmr_context != context)
+        return nullptr;
+    return lmr;
+}
+
+DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRIV_FLAGS privilege, Segment &out) {
+    Lmr *lmr = lmr_by_context(ia, t.lmr_context);
+    if (!lmr)
+        return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
+                                                                                              : DAT_PRIVILEGES_WRITE);
+    if (!(lmr->privileges & privilege))
+        return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
+                                                                                              : DAT_PRIVILEGES_WRITE);
+    if (pz && lmr->pz != pz)
+        return DAT_ERROR(DAT_PROTECTION_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PROTECTION_READ
+                                                                                              : DAT_PROTECTION_WRITE);
+    std::uintptr_t va = static_cast<std::uintptr_t>(t.virtual_address);
+    if (va < lmr->address || t.segment_length > lmr->length || va - lmr->address > lmr->length - t.segment_length)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    out.addr = reinterpret_cast<void *>(va);
+    out.length = t.segment_length;
+    out.desc = lmr->desc;
+    return DAT_SUCCESS;
+}
+
+void lmr_release(Lmr &lmr) {
+    Ia &ia = *lmr.ia;
+    ia.transport->mr_deregister(lmr);
+    context_free(ia, lmr);
+    if (lmr.pz)
+        lmr.pz->users.fetch_sub(1);
+    if (lmr.parent)
+        lmr.parent->users.fetch_sub(1);
+    ia_untrack(ia, &lmr);
+    destroy_object(&lmr);
+}
+
+namespace slot {
+
+DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION_DESCRIPTION region, DAT_VLEN length,
+                      DAT_PZ_HANDLE pz_handle, DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type,
+                      DAT_LMR_HANDLE *lmr_out, DAT_LMR_CONTEXT *lmr_context, DAT_RMR_CONTEXT *rmr_context,
+                      DAT_VLEN *registered_size, DAT_VADDR *registered_address) {
+    return guarded("dat_lmr_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        Pz *pz;
+        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+            return r;
+        if (pz->ia != ia)
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
+        if (privileges & ~kValidPrivileges)
+            return invalid_arg(6);
+        if (va_type != DAT_VA_TYPE_VA) {
+            if (va_type == DAT_VA_TYPE_ZB)
+                return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+            return invalid_arg(7);
+        }
+        if (!lmr_out)
+            return invalid_arg(8);
+        std::uintptr_t address = 0;
+        Lmr *parent = nullptr;
+        const char *cookie = nullptr;
+        switch (mem_type) {
+        case DAT_MEM_TYPE_VIRTUAL:
+            address = reinterpret_cast<std::uintptr_t>(region.for_va);
+            if (!address)
+                return invalid_arg(3);
+            if (length == 0)
+                return invalid_arg(4);
+            break;
+        case DAT_MEM_TYPE_LMR:
+            if (handle_cast(region.for_lmr_handle, parent) != DAT_SUCCESS)
+                return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+            if (parent->ia != ia)
+                return invalid_arg(3);
+            address = parent->address;
+            length = parent->length; // man page: the length argument is ignored
+            break;
+        case DAT_MEM_TYPE_SHARED_VIRTUAL:
+            address = reinterpret_cast<std::uintptr_t>(region.for_shared_memory.virtual_address);
+            cookie = region.for_shared_memory.shared_memory_id ? *region.for_shared_memory.shared_memory_id : nullptr;
+            if (!address || !cookie)
+                return invalid_arg(3);
+            if (length == 0)
+                return invalid_arg(4);
+            if (!range_is_shared(address, length)) {
+                DAT2_ERR("dat_lmr_create: shared virtual region %#" PRIxPTR "+%" PRIu64
+                         " is not a shared mapping\n",
+                         address, static_cast<std::uint64_t>(length));
+                return DAT_ERROR(DAT_INVALID_STATE, 0);
+            }
+            break;
+        default:
+            return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+        }
+        if (address + length < address)
+            return invalid_arg(4);
+        Lmr *lmr = make_object<Lmr>(ia->provider, ia);
+        if (!lmr)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        lmr->mem_type = mem_type;
+        lmr->region = region;
+        if (cookie)
+            std::memcpy(lmr->cookie, cookie, DAT_LMR_COOKIE_SIZE);
+        lmr->pz = pz;
+        lmr->parent = parent;
+        lmr->address = address;
+        lmr->length = length;
+        lmr->privileges = privileges;
+        lmr->va_type = va_type;
+        if (DAT_RETURN r = context_alloc(*ia, *lmr)) {
+            destroy_object(lmr);
+            return r;
+        }
+        if (DAT_RETURN r = ia->transport->mr_register(*lmr)) {
+            context_free(*ia, *lmr);
+            destroy_object(lmr);
+            return r;
+        }
+        lmr->has_rmr_context = (privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)) != 0;
+        if (!lmr->has_rmr_context)
+            lmr->rmr_context = 0;
+        pz->users.fetch_add(1);
+        if (parent)
+            parent->users.fetch_add(1);
+        ia_track(*ia, lmr);
+        publish(lmr);
+        *lmr_out = lmr;
+        if (lmr_context)
+            *lmr_context = lmr->lmr_context;
+        if (rmr_context)
+            *rmr_context = lmr->rmr_context;
+        if (registered_size)
+            *registered_size = lmr->length;
+        if (registered_address)
+            *registered_address = lmr->address;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN lmr_query(DAT_LMR_HANDLE lmr_handle, DAT_LMR_PARAM_MASK mask, DAT_LMR_PARAM *param) {
+    return guarded("dat_lmr_query", [&]() -> DAT_RETURN {
+        Lmr *lmr;
+        if (DAT_RETURN r = handle_cast(lmr_handle, lmr))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        if (mask & DAT_LMR_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(lmr->ia, &param->ia_handle);
+        if (mask & DAT_LMR_FIELD_MEM_TYPE)
+            param->mem_type = lmr->mem_type;
+        if (mask & DAT_LMR_FIELD_REGION_DESC)
+            param->region_desc = lmr->region;
+        if (mask & DAT_LMR_FIELD_LENGTH)
+            param->length = lmr->length;
+        if (mask & DAT_LMR_FIELD_PZ_HANDLE)
+            param->pz_handle = lmr->pz;
+        if (mask & DAT_LMR_FIELD_MEM_PRIV)
+            param->mem_priv = lmr->privileges;
+        if (mask & DAT_LMR_FIELD_VA_TYPE)
+            param->va_type = lmr->va_type;
+        if (mask & DAT_LMR_FIELD_LMR_CONTEXT)
+            param->lmr_context = lmr->lmr_context;
+        if (mask & DAT_LMR_FIELD_RMR_CONTEXT)
+            param->rmr_context = lmr->rmr_context;
+        if (mask & DAT_LMR_FIELD_REGISTERED_SIZE)
+            param->registered_size = lmr->length;
+        if (mask & DAT_LMR_FIELD_REGISTERED_ADDRESS)
+            param->registered_address = lmr->address;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN lmr_free(DAT_LMR_HANDLE lmr_handle) {
+    return guarded("dat_lmr_free", [&]() -> DAT_RETURN {
+        Lmr *lmr;
+        if (DAT_RETURN r = handle_cast(lmr_handle, lmr))
+            return r;
+        if (lmr->users.load() != 0)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_LMR_IN_USE);
+        lmr_release(*lmr);
+        return DAT_SUCCESS;
+    });
+}
+
+namespace {
+DAT_RETURN sync_check(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *iov, DAT_VLEN n) {
+    Ia *ia;
+    if (DAT_RETURN r = handle_cast(ia_handle, ia))
+        return r;
+    if (!iov || n == 0)
+        return invalid_arg(2);
+    for (DAT_VLEN i = 0; i < n; ++i) {
+        Lmr *lmr = lmr_by_context(*ia, iov[i].lmr_context);
+        std::uintptr_t va = static_cast<std::uintptr_t>(iov[i].virtual_address);
+        if (!lmr || va < lmr->address || iov[i].segment_length > lmr->length ||
+            va - lmr->address > lmr->length - iov[i].segment_length)
+            return invalid_arg(2);
+    }
+    // x86-64 DMA is cache coherent: nothing to flush once the ranges check out.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return DAT_SUCCESS;
+}
+} // namespace
+
+DAT_RETURN lmr_sync_rdma_read(DAT_IA_HANDLE ia, const DAT_LMR_TRIPLET *iov, DAT_VLEN n) {
+    return guarded("dat_lmr_sync_rdma_read", [&] { return sync_check(ia, iov, n); });
+}
+
+DAT_RETURN lmr_sync_rdma_write(DAT_IA_HANDLE ia, const DAT_LMR_TRIPLET *iov, DAT_VLEN n) {
+    return guarded("dat_lmr_sync_rdma_write", [&] { return sync_check(ia, iov, n); });
+}
+
+} // namespace slot
+} // namespace dat2::kit

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// LMR contexts: what DTOs name local memory by.
+#pragma once
+
+#include "kit.hpp"
+
+namespace dat2::kit {
+
+// The live LMR a context names, or nullptr. Lock-free (post path).
+Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context);
+
+// Resolves a local triplet for a DTO on an EP of `pz` that needs `privilege`
+// (DAT_MEM_PRIV_LOCAL_READ_FLAG for sources, LOCAL_WRITE for sinks). Errors
+// per dat_ep_post_send(3DAT): unknown context or missing privilege ->
+// DAT_PRIVILEGES_VIOLATION, outside the LMR -> DAT_INVALID_PARAMETER,
+// another PZ -> DAT_PROTECTION_VIOLATION.
+DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRIV_FLAGS privilege, Segment &out);
+
+} // namespace dat2::kit
