@@ -30,8 +30,8 @@ DAT_RETURN state_error(DAT_EP_STATE s) {
     }
 }
 
-DAT_RETURN check_private_data(DAT_COUNT size, const void *data, int size_arg) {
-    if (size < 0 || size > kMaxPrivateData)
+DAT_RETURN check_private_data(const Ia &ia, DAT_COUNT size, const void *data, int size_arg) {
+    if (size < 0 || size > ia.max_private_data)
         return invalid_arg(size_arg);
     if (size > 0 && !data)
         return invalid_arg(size_arg + 1);
@@ -227,7 +227,7 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR addr, DAT_CONN
             return r;
         if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
             return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
-        if (DAT_RETURN r = check_private_data(pd_size, pd, 5))
+        if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 5))
             return r;
         if (qos != DAT_QOS_BEST_EFFORT && (qos & ~DAT_QOS_BEST_EFFORT))
             return invalid_arg(7);
@@ -248,7 +248,7 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep_handle, DAT_EP_HANDLE dup_handle, DAT
             return r;
         if (handle_cast(dup_handle, dup) != DAT_SUCCESS)
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE2);
-        if (DAT_RETURN r = check_private_data(pd_size, pd, 4))
+        if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
             return r;
         if (qos & ~DAT_QOS_BEST_EFFORT)
             return invalid_arg(6);
@@ -381,7 +381,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
             return r;
         if (ep->ia != cr->ia)
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
-        if (DAT_RETURN r = check_private_data(pd_size, pd, 3))
+        if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 3))
             return r;
         {
             std::lock_guard<std::mutex> lock(ep->mu);
@@ -409,7 +409,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pd_size, const DAT_PVOID
         Cr *cr;
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
-        if (DAT_RETURN r = check_private_data(pd_size, pd, 2))
+        if (DAT_RETURN r = check_private_data(*cr->ia, pd_size, pd, 2))
             return r;
         DAT_RETURN r = cr->ia->transport->reject(*cr, pd, static_cast<std::size_t>(pd_size));
         cr_destroy(*cr);

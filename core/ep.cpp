@@ -166,7 +166,9 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
         total += segs[nsegs].length;
         ++nsegs;
     }
-    if (total > ep->attr.max_message_size && (kind == PostKind::kSend || recv))
+    // A receive may offer more room than any message needs; a send may not
+    // exceed what the EP was created for (0: no limit was given).
+    if (kind == PostKind::kSend && ep->attr.max_message_size && total > ep->attr.max_message_size)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     Op *op = op_take(*ep, recv);
     if (!op)
@@ -489,15 +491,20 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
         Ep *ep;
         if (DAT_RETURN r = handle_cast(ep_handle, ep))
             return r;
-        std::lock_guard<std::mutex> lock(ep->mu);
-        DAT_EP_STATE s = ep->state.load();
-        if (s == DAT_EP_STATE_UNCONNECTED)
-            return DAT_SUCCESS;
-        if (s != DAT_EP_STATE_DISCONNECTED)
-            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        {
+            std::lock_guard<std::mutex> lock(ep->mu);
+            DAT_EP_STATE s = ep->state.load();
+            if (s == DAT_EP_STATE_UNCONNECTED)
+                return DAT_SUCCESS;
+            if (s != DAT_EP_STATE_DISCONNECTED)
+                return DAT_ERROR(DAT_INVALID_STATE, 0);
+        }
+        // Never call the transport with ep.mu held: its CM thread takes its
+        // own lock first, then ep.mu.
         ep->ia->transport->ep_reset(*ep);
         ep_drain_completions(*ep);
         reclaim_records(*ep);
+        std::lock_guard<std::mutex> lock(ep->mu);
         std::memset(&ep->remote, 0, sizeof ep->remote);
         ep->remote_port = 0;
         ep->state.store(DAT_EP_STATE_UNCONNECTED);

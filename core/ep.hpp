@@ -6,9 +6,6 @@
 
 namespace dat2::kit {
 
-inline constexpr DAT_COUNT kMaxDtos = 16384;
-inline constexpr DAT_COUNT kMaxIov = 16;
-
 // Reports every posted DTO of the EP as flushed, in posting order, on its
 // EVDs. Called once the transport guarantees nothing more completes.
 void ep_flush_outstanding(Ep &ep);

@@ -176,7 +176,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         pa->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
             DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
             DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
-        pa->max_private_data_size = kMaxPrivateData;
+        pa->max_private_data_size = ia->max_private_data;
         pa->supports_multipath = DAT_FALSE;
         pa->ep_creator = DAT_PSP_CREATES_EP_NEVER;
         pa->pz_support = DAT_PZ_UNIQUE;

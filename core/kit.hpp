@@ -42,6 +42,8 @@ inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
 inline constexpr DAT_COUNT kMaxLmrs = 1 << 16;
 inline constexpr DAT_COUNT kMaxPrivateData = 192; // bytes a consumer may send
 inline constexpr DAT_COUNT kDefaultDtos = 64;
+inline constexpr DAT_COUNT kMaxDtos = 16384;
+inline constexpr DAT_COUNT kMaxIov = 16;
 
 // ---- objects ---------------------------------------------------------------
 
@@ -52,6 +54,9 @@ struct Pz : ObjectHeader {
 // A DTO in flight. Records live in their EP for the EP's lifetime, so a
 // completion that arrives late (after a flush) still finds valid memory.
 struct Op {
+    // Scratch the transport may hand to its library with the operation
+    // (libfabric's FI_CONTEXT2 mode writes here); first, so &op is the context.
+    void *transport_context[8] = {};
     enum State : std::uint8_t { kFree, kPosted, kFlushed };
     std::atomic<std::uint8_t> state{kFree};
     bool suppress = false;  // DAT_COMPLETION_SUPPRESS_FLAG
@@ -155,6 +160,7 @@ struct Ep : ObjectHeader {
 struct Ia : ObjectHeader {
     std::string name;
     std::unique_ptr<Transport> transport;
+    DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
     Evd *async_evd = nullptr;
     bool async_evd_owned = false; // created by ia_open
     std::mutex mu;                // the object lists below

@@ -80,7 +80,9 @@ DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRI
     if (!lmr)
         return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
                                                                                               : DAT_PRIVILEGES_WRITE);
-    if (!(lmr->privileges & privilege))
+    // Local read is always allowed (as on every RDMA device: verbs has no
+    // flag for it, and DAT programs written for OFED rely on that).
+    if (privilege != DAT_MEM_PRIV_LOCAL_READ_FLAG && !(lmr->privileges & privilege))
         return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
                                                                                               : DAT_PRIVILEGES_WRITE);
     if (pz && lmr->pz != pz)

@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The libfabric transport: DAT over connection-oriented libfabric
+// endpoints (FI_EP_MSG). One IA = fabric + domain + event queue + a CM
+// thread that turns event-queue entries into DAT connection events.
+#pragma once
+
+#include "kit.hpp"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dat2::ofi {
+
+inline constexpr std::uint32_t kApiVersion = FI_VERSION(1, 11);
+
+// -FI_E* / errno -> DAT, in one place.
+DAT_RETURN to_dat(int fi_err, DAT_RETURN fallback);
+DAT_DTO_COMPLETION_STATUS to_dto_status(int fi_err);
+const char *fi_text(int fi_err);
+
+// What dat.conf's ia_params select (see plugins/ofi/README.md).
+struct Params {
+    std::string provider;
+    std::string address;
+    std::string domain;
+    std::string fabric;
+};
+bool parse_params(const std::string &text, Params &out, std::string &error);
+
+// Private data framing: every CM message carries this header so that a
+// peer's reject (with or without consumer data) can be told apart from a
+// refusal by the network (no listener).
+struct CmHeader {
+    char magic[4]; // "DAT2"
+    std::uint8_t version;
+    std::uint8_t kind; // 1 connect, 2 accept, 3 reject
+    std::uint16_t length;
+};
+static_assert(sizeof(CmHeader) == 8);
+enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
+
+struct OfiEp;
+struct OfiPsp;
+
+class OfiTransport final : public kit::Transport {
+public:
+    OfiTransport(kit::Ia &ia, const Params &params);
+    ~OfiTransport() override;
+    DAT_RETURN open(); // everything that can fail
+
+    void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
+
+    DAT_RETURN cq_open(kit::Evd &evd) override;
+    void cq_close(kit::Evd &evd) override;
+    int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
+    int cq_fd(kit::Evd &evd) override;
+    bool cq_arm(kit::Evd &evd) override;
+
+    DAT_RETURN mr_register(kit::Lmr &lmr) override;
+    void mr_deregister(kit::Lmr &lmr) override;
+
+    DAT_RETURN ep_open(kit::Ep &ep) override;
+    void ep_close(kit::Ep &ep) override;
+    void ep_reset(kit::Ep &ep) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
+    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) override;
+    void psp_close(kit::Psp &psp) override;
+    DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
+    DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
+    void cr_release(kit::Cr &cr) override;
+    DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+
+private:
+    struct Request; // a connection request awaiting accept/reject
+
+    void cm_loop();
+    void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);
+    void handle_cm_error();
+    void check_deadlines();
+    // Creates, binds and enables the libfabric endpoint of `ep`; cm_mu_ held.
+    DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
+    void close_endpoint(OfiEp &oep); // cm_mu_ held
+    OfiEp *ep_by_context(void *context);
+    std::size_t frame(std::uint8_t kind, const void *pdata, std::size_t len, unsigned char *out) const;
+    fid_cq *cq_of(kit::Evd *evd);
+
+    kit::Ia &ia_;
+    Params params_;
+    fi_info *info_ = nullptr;
+    fid_fabric *fabric_ = nullptr;
+    fid_domain *domain_ = nullptr;
+    fid_eq *eq_ = nullptr;
+    fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
+    int eq_fd_ = -1;
+    int stop_fd_ = -1; // eventfd: wakes the CM thread (new deadline, or stop)
+    std::atomic<bool> stopping_{false};
+    sockaddr_storage addr_{};
+    std::size_t cm_data_size_ = 0;
+
+    std::thread cm_thread_;
+    std::mutex cm_mu_;
+    // libfabric contexts are ids, not pointers: an event for an endpoint that
+    // was closed meanwhile finds nothing instead of freed memory.
+    std::uint64_t next_id_ = 1;
+    std::map<std::uint64_t, OfiEp *> eps_;
+    std::map<std::uint64_t, OfiPsp *> psps_;
+};
+
+struct OfiEp {
+    kit::Ep *owner = nullptr;
+    std::uint64_t id = 0;
+    fid_ep *ep = nullptr;
+    // Receives posted before there is a libfabric endpoint.
+    struct PendingRecv {
+        kit::Op *op;
+        std::vector<iovec> iov;
+        std::vector<void *> desc;
+    };
+    std::vector<PendingRecv> pending;
+    std::mutex pending_mu;
+    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    bool shutdown_sent = false;
+};
+
+struct OfiPsp {
+    kit::Psp *owner = nullptr;
+    std::uint64_t id = 0;
+    fid_pep *pep = nullptr;
+};
+
+} // namespace dat2::ofi

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Endpoints over libfabric MSG endpoints: connect, listen, accept, reject,
+// disconnect, and the post paths.
+#include "ofi.hpp"
+
+#include "log.hpp"
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <unistd.h>
+
+namespace dat2::ofi {
+
+namespace {
+
+OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
+
+void set_port(sockaddr_storage &sa, std::uint16_t port) {
+    if (sa.ss_family == AF_INET)
+        reinterpret_cast<sockaddr_in *>(&sa)->sin_port = htons(port);
+    else if (sa.ss_family == AF_INET6)
+        reinterpret_cast<sockaddr_in6 *>(&sa)->sin6_port = htons(port);
+}
+
+std::size_t sa_len(const sockaddr *sa) {
+    return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+} // namespace
+
+std::size_t OfiTransport::frame(std::uint8_t kind, const void *pdata, std::size_t len, unsigned char *out) const {
+    CmHeader h;
+    std::memcpy(h.magic, "DAT2", 4);
+    h.version = 1;
+    h.kind = kind;
+    h.length = static_cast<std::uint16_t>(len);
+    std::memcpy(out, &h, sizeof h);
+    if (len)
+        std::memcpy(out + sizeof h, pdata, len);
+    return sizeof h + len;
+}
+
+DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
+    auto *oep = new OfiEp;
+    oep->owner = &ep;
+    ep.tp = oep;
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    oep->id = next_id_++;
+    eps_[oep->id] = oep;
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::close_endpoint(OfiEp &oep) {
+    if (oep.ep) {
+        fi_close(&oep.ep->fid);
+        oep.ep = nullptr;
+    }
+    oep.deadline = std::chrono::steady_clock::time_point::max();
+    oep.shutdown_sent = false;
+    // A new id: events still queued for the old endpoint find nothing.
+    eps_.erase(oep.id);
+    oep.id = next_id_++;
+    eps_[oep.id] = &oep;
+}
+
+void OfiTransport::ep_close(kit::Ep &ep) {
+    OfiEp *oep = static_cast<OfiEp *>(ep.tp);
+    if (!oep)
+        return;
+    {
+        std::lock_guard<std::mutex> lock(cm_mu_);
+        close_endpoint(*oep);
+        eps_.erase(oep->id);
+    }
+    delete oep;
+    ep.tp = nullptr;
+}
+
+void OfiTransport::ep_reset(kit::Ep &ep) {
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    close_endpoint(oep_of(ep));
+}
+
+DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
+    kit::Ep &ep = *oep.owner;
+    fid_ep *fep = nullptr;
+    int rc = fi_endpoint(domain_, info, &fep, reinterpret_cast<void *>(static_cast<std::uintptr_t>(oep.id)));
+    if (rc) {
+        DAT2_ERR("%s: fi_endpoint: %s\n", ia_.name.c_str(), fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+    }
+    const char *step = "bind event queue";
+    if ((rc = fi_ep_bind(fep, &eq_->fid, 0)) == 0) {
+        step = "bind send queue";
+        if ((rc = fi_ep_bind(fep, &cq_of(ep.request_evd)->fid, FI_TRANSMIT)) == 0) {
+            step = "bind receive queue";
+            if ((rc = fi_ep_bind(fep, &cq_of(ep.recv_evd)->fid, FI_RECV)) == 0) {
+                step = "enable";
+                rc = fi_enable(fep);
+            }
+        }
+    }
+    if (rc) {
+        DAT2_ERR("%s: endpoint %s: %s\n", ia_.name.c_str(), step, fi_text(rc));
+        fi_close(&fep->fid);
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    oep.ep = fep;
+    // Receives posted while unconnected go in first, in posting order.
+    std::lock_guard<std::mutex> lock(oep.pending_mu);
+    for (auto &p : oep.pending) {
+        fi_msg msg{};
+        msg.msg_iov = p.iov.data();
+        msg.desc = p.desc.data();
+        msg.iov_count = p.iov.size();
+        msg.context = p.op;
+        ssize_t prc = fi_recvmsg(fep, &msg, FI_COMPLETION);
+        if (prc)
+            DAT2_ERR("%s: posting an early receive: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(prc)));
+    }
+    oep.pending.clear();
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                                 std::size_t pdata_len, DAT_TIMEOUT timeout) {
+    if (qual > 0xffff) {
+        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
+                 static_cast<unsigned long long>(qual));
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    }
+    sockaddr_storage dest{};
+    std::memcpy(&dest, addr, sa_len(addr));
+    set_port(dest, static_cast<std::uint16_t>(qual));
+    fi_info *hints = fi_dupinfo(info_);
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    std::free(hints->dest_addr);
+    hints->dest_addr = std::malloc(sa_len(addr));
+    std::memcpy(hints->dest_addr, &dest, sa_len(addr));
+    hints->dest_addrlen = sa_len(addr);
+    hints->addr_format = addr->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+    if (addr->sa_family != addr_.ss_family) {
+        std::free(hints->src_addr);
+        hints->src_addr = nullptr;
+        hints->src_addrlen = 0;
+    }
+    fi_info *cinfo = nullptr;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &cinfo);
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: no route to the requested address: %s\n", ia_.name.c_str(), fi_text(rc));
+        return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    }
+    unsigned char buf[512];
+    std::size_t len = frame(kCmConnect, pdata, pdata_len, buf);
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    OfiEp &oep = oep_of(ep);
+    DAT_RETURN r = make_endpoint(oep, cinfo);
+    if (r == DAT_SUCCESS) {
+        rc = fi_connect(oep.ep, cinfo->dest_addr, buf, len);
+        if (rc) {
+            DAT2_ERR("%s: fi_connect: %s\n", ia_.name.c_str(), fi_text(rc));
+            close_endpoint(oep);
+            r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+        } else if (timeout != DAT_TIMEOUT_INFINITE) {
+            oep.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
+            std::uint64_t one = 1; // the CM thread recomputes its wake-up
+            ssize_t wrc = ::write(stop_fd_, &one, sizeof one);
+            (void)wrc;
+        }
+    }
+    fi_freeinfo(cinfo);
+    return r;
+}
+
+DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool graceful) {
+    (void)graceful; // tcp delivers what was queued before the FIN either way
+    std::unique_lock<std::mutex> lock(cm_mu_);
+    OfiEp &oep = oep_of(ep);
+    DAT_EP_STATE s = ep.state.load();
+    if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING || s == DAT_EP_STATE_COMPLETION_PENDING || !oep.ep) {
+        // Aborting establishment: nothing will report it, so report it here.
+        close_endpoint(oep);
+        kit::on_disconnected(ep, false);
+        return DAT_SUCCESS;
+    }
+    int rc = fi_shutdown(oep.ep, 0);
+    if (rc) {
+        DAT2_LOG(log::kGeneric, "%s: fi_shutdown: %s\n", ia_.name.c_str(), fi_text(rc));
+        kit::on_disconnected(ep, false);
+        return DAT_SUCCESS;
+    }
+    // FI_SHUTDOWN comes back on the event queue; should it not, the CM
+    // thread completes the disconnect after this long.
+    oep.shutdown_sent = true;
+    oep.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
+    if (qual && *qual > 0xffff) {
+        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
+                 static_cast<unsigned long long>(*qual));
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    }
+    fi_info *hints = fi_dupinfo(info_);
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    auto *src = static_cast<sockaddr_storage *>(std::calloc(1, sizeof(sockaddr_storage)));
+    std::memcpy(src, &addr_, sa_len(address()));
+    set_port(*src, qual ? static_cast<std::uint16_t>(*qual) : 0);
+    std::free(hints->src_addr);
+    hints->src_addr = src;
+    hints->src_addrlen = sa_len(address());
+    fi_info *pinfo = nullptr;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &pinfo);
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: fi_getinfo for a listener: %s\n", ia_.name.c_str(), fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    auto *opsp = new OfiPsp;
+    opsp->owner = &psp;
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    opsp->id = next_id_++;
+    const char *step = "fi_passive_ep";
+    rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, reinterpret_cast<void *>(static_cast<std::uintptr_t>(opsp->id)));
+    if (rc == 0) {
+        step = "bind";
+        if ((rc = fi_pep_bind(opsp->pep, &eq_->fid, 0)) == 0) {
+            step = "listen";
+            rc = fi_listen(opsp->pep);
+        }
+    }
+    fi_freeinfo(pinfo);
+    if (rc) {
+        if (rc != -FI_EADDRINUSE)
+            DAT2_ERR("%s: %s on qualifier %llu: %s\n", ia_.name.c_str(), step,
+                     static_cast<unsigned long long>(qual ? *qual : 0), fi_text(rc));
+        if (opsp->pep)
+            fi_close(&opsp->pep->fid);
+        delete opsp;
+        return rc == -FI_EADDRINUSE ? DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0) : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    sockaddr_storage bound{};
+    std::size_t blen = sizeof bound;
+    if (fi_getname(&opsp->pep->fid, &bound, &blen) == 0) {
+        *assigned = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port)
+                                                : ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
+    } else if (qual) {
+        *assigned = *qual;
+    }
+    psps_[opsp->id] = opsp;
+    psp.tp = opsp;
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::psp_close(kit::Psp &psp) {
+    auto *opsp = static_cast<OfiPsp *>(psp.tp);
+    if (!opsp)
+        return;
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    psps_.erase(opsp->id);
+    fi_close(&opsp->pep->fid);
+    delete opsp;
+    psp.tp = nullptr;
+}
+
+DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) {
+    auto *info = static_cast<fi_info *>(cr.tp);
+    if (!info)
+        return DAT_ERROR(DAT_INVALID_STATE, 0);
+    unsigned char buf[512];
+    std::size_t len = frame(kCmAccept, pdata, pdata_len, buf);
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    OfiEp &oep = oep_of(ep);
+    DAT_RETURN r = make_endpoint(oep, info);
+    if (r != DAT_SUCCESS)
+        return r;
+    int rc = fi_accept(oep.ep, buf, len);
+    if (rc) {
+        DAT2_ERR("%s: fi_accept: %s\n", ia_.name.c_str(), fi_text(rc));
+        close_endpoint(oep);
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    fi_freeinfo(info);
+    cr.tp = nullptr;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) {
+    auto *info = static_cast<fi_info *>(cr.tp);
+    if (!info)
+        return DAT_ERROR(DAT_INVALID_STATE, 0);
+    unsigned char buf[512];
+    std::size_t len = frame(kCmReject, pdata, pdata_len, buf);
+    DAT_RETURN r = DAT_SUCCESS;
+    {
+        std::lock_guard<std::mutex> lock(cm_mu_);
+        auto *opsp = cr.psp ? static_cast<OfiPsp *>(cr.psp->tp) : nullptr;
+        if (opsp) {
+            int rc = fi_reject(opsp->pep, info->handle, buf, len);
+            if (rc) {
+                DAT2_ERR("%s: fi_reject: %s\n", ia_.name.c_str(), fi_text(rc));
+                r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+            }
+        }
+    }
+    fi_freeinfo(info);
+    cr.tp = nullptr;
+    return r;
+}
+
+void OfiTransport::cr_release(kit::Cr &cr) {
+    if (cr.tp)
+        reject(cr, nullptr, 0);
+}
+
+DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    (void)flags;
+    OfiEp &oep = oep_of(ep);
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    for (int i = 0; i < nsegs; ++i) {
+        iov[i].iov_base = segs[i].addr;
+        iov[i].iov_len = segs[i].length;
+        desc[i] = segs[i].desc;
+    }
+    fid_ep *fep = oep.ep;
+    if (!fep) {
+        if (kind != kit::PostKind::kRecv)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+        std::lock_guard<std::mutex> lock(oep.pending_mu);
+        if (!oep.ep) {
+            oep.pending.push_back({&op, std::vector<iovec>(iov, iov + nsegs), std::vector<void *>(desc, desc + nsegs)});
+            return DAT_SUCCESS;
+        }
+        fep = oep.ep;
+    }
+    ssize_t rc;
+    switch (kind) {
+    case kit::PostKind::kSend:
+    case kit::PostKind::kRecv: {
+        fi_msg msg{};
+        msg.msg_iov = iov;
+        msg.desc = desc;
+        msg.iov_count = static_cast<std::size_t>(nsegs);
+        msg.context = &op;
+        rc = kind == kit::PostKind::kSend ? fi_sendmsg(fep, &msg, FI_COMPLETION) : fi_recvmsg(fep, &msg, FI_COMPLETION);
+        break;
+    }
+    default: {
+        fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
+        fi_msg_rma msg{};
+        msg.msg_iov = iov;
+        msg.desc = desc;
+        msg.iov_count = static_cast<std::size_t>(nsegs);
+        msg.rma_iov = &rma;
+        msg.rma_iov_count = 1;
+        msg.context = &op;
+        rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, FI_COMPLETION)
+                                               : fi_readmsg(fep, &msg, FI_COMPLETION);
+        break;
+    }
+    }
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting a DTO: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+} // namespace dat2::ofi

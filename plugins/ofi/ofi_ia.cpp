@@ -1,0 +1,388 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// IA: ia_params, fabric/domain/event queue, attributes, and the CM thread.
+#include "ofi.hpp"
+
+#include "log.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <netdb.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace dat2::ofi {
+
+const char *fi_text(int fi_err) { return fi_strerror(fi_err < 0 ? -fi_err : fi_err); }
+
+DAT_RETURN to_dat(int fi_err, DAT_RETURN fallback) {
+    switch (fi_err < 0 ? -fi_err : fi_err) {
+    case FI_SUCCESS: return DAT_SUCCESS;
+    case FI_ENOMEM: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    case FI_EAGAIN: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    case FI_EADDRINUSE: return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
+    case FI_ENOTCONN: return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    case FI_EINVAL: return DAT_ERROR(DAT_INVALID_PARAMETER, 0);
+    case FI_EACCES: case FI_EPERM: return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
+    case FI_ENODATA: case FI_ENOSYS: case FI_EOPNOTSUPP: return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+    case FI_EADDRNOTAVAIL: case FI_EHOSTUNREACH: case FI_ENETUNREACH:
+        return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    default: return fallback;
+    }
+}
+
+DAT_DTO_COMPLETION_STATUS to_dto_status(int fi_err) {
+    switch (fi_err < 0 ? -fi_err : fi_err) {
+    case FI_SUCCESS: return DAT_DTO_SUCCESS;
+    case FI_ECANCELED: return DAT_DTO_ERR_FLUSHED;
+    case FI_ETRUNC: case FI_EMSGSIZE: case FI_ETOOSMALL: return DAT_DTO_ERR_LOCAL_LENGTH;
+    case FI_EACCES: case FI_EPERM: case FI_EKEYREJECTED: return DAT_DTO_ERR_REMOTE_ACCESS;
+    case FI_EREMOTEIO: return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case FI_ENOTCONN: case FI_ECONNRESET: case FI_ECONNABORTED: case FI_ESHUTDOWN: return DAT_DTO_ERR_FLUSHED;
+    default: return DAT_DTO_ERR_TRANSPORT;
+    }
+}
+
+bool parse_params(const std::string &text, Params &out, std::string &error) {
+    std::istringstream in(text);
+    for (std::string word; in >> word;) {
+        auto eq = word.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            error = "'" + word + "' is not key=value";
+            return false;
+        }
+        std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+        if (key == "provider")
+            out.provider = value;
+        else if (key == "address")
+            out.address = value;
+        else if (key == "domain")
+            out.domain = value;
+        else if (key == "fabric")
+            out.fabric = value;
+        else {
+            error = "unknown key '" + key + "' (known: provider, address, domain, fabric)";
+            return false;
+        }
+    }
+    if (out.provider.empty()) {
+        error = "no provider=NAME";
+        return false;
+    }
+    return true;
+}
+
+OfiTransport::OfiTransport(kit::Ia &ia, const Params &params) : ia_(ia), params_(params) {}
+
+DAT_RETURN OfiTransport::open() {
+    const char *name = ia_.name.c_str();
+    fi_info *hints = fi_allocinfo();
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    hints->ep_attr->type = FI_EP_MSG;
+    hints->caps = FI_MSG | FI_RMA;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    // DAT names remote memory by virtual address with provider keys: the
+    // FI_MR_BASIC model (tcp would otherwise use offsets and user keys).
+    hints->domain_attr->mr_mode = FI_MR_BASIC;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->fabric_attr->prov_name = strdup(params_.provider.c_str());
+    if (!params_.domain.empty())
+        hints->domain_attr->name = strdup(params_.domain.c_str());
+    if (!params_.fabric.empty())
+        hints->fabric_attr->name = strdup(params_.fabric.c_str());
+    const char *node = params_.address.empty() ? nullptr : params_.address.c_str();
+    int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: no libfabric provider '%s' with connected endpoints%s%s: %s\n", name,
+                 params_.provider.c_str(), node ? " on " : "", node ? node : "", fi_text(rc));
+        info_ = nullptr;
+        return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    }
+    if (!info_->src_addr || info_->src_addrlen > sizeof addr_ ||
+        (info_->addr_format != FI_SOCKADDR_IN && info_->addr_format != FI_SOCKADDR_IN6 &&
+         info_->addr_format != FI_SOCKADDR)) {
+        DAT2_ERR("%s: provider '%s' gives no IP source address (format %u)\n", name, params_.provider.c_str(),
+                 info_->addr_format);
+        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+    }
+    std::memcpy(&addr_, info_->src_addr, info_->src_addrlen);
+    if (addr_.ss_family == AF_INET)
+        reinterpret_cast<sockaddr_in *>(&addr_)->sin_port = 0;
+    else if (addr_.ss_family == AF_INET6)
+        reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_port = 0;
+    if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) {
+        DAT2_ERR("%s: fi_fabric: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) {
+        DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    fi_eq_attr eq_attr{};
+    eq_attr.size = 1024;
+    eq_attr.wait_obj = FI_WAIT_FD;
+    if ((rc = fi_eq_open(fabric_, &eq_attr, &eq_, nullptr))) {
+        DAT2_ERR("%s: fi_eq_open: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    if ((rc = fi_control(&eq_->fid, FI_GETWAIT, &eq_fd_))) {
+        DAT2_ERR("%s: event queue has no fd: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    fi_cq_attr cq_attr{};
+    cq_attr.size = 16;
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    if ((rc = fi_cq_open(domain_, &cq_attr, &null_cq_, nullptr))) {
+        DAT2_ERR("%s: fi_cq_open: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (stop_fd_ < 0)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    // CM data: libfabric reports the limit per endpoint; tcp allows 256.
+    cm_data_size_ = info_->ep_attr->max_msg_size ? 256 : 256;
+    if (info_->ep_attr && info_->ep_attr->msg_prefix_size)
+        cm_data_size_ = 256;
+    ia_.max_private_data = static_cast<DAT_COUNT>(
+        std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size_ - sizeof(CmHeader)));
+    cm_thread_ = std::thread([this] { cm_loop(); });
+    char text[INET6_ADDRSTRLEN] = "?";
+    const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
+                                                : static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&addr_)->sin_addr);
+    inet_ntop(addr_.ss_family, a, text, sizeof text);
+    DAT2_LOG(log::kGeneric, "%s: libfabric %s, fabric %s, domain %s, address %s\n", name,
+             info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text);
+    return DAT_SUCCESS;
+}
+
+OfiTransport::~OfiTransport() {
+    if (cm_thread_.joinable()) {
+        stopping_ = true;
+        std::uint64_t one = 1;
+        ssize_t rc = ::write(stop_fd_, &one, sizeof one);
+        (void)rc;
+        cm_thread_.join();
+    }
+    if (null_cq_)
+        fi_close(&null_cq_->fid);
+    if (eq_)
+        fi_close(&eq_->fid);
+    if (domain_)
+        fi_close(&domain_->fid);
+    if (fabric_)
+        fi_close(&fabric_->fid);
+    if (info_)
+        fi_freeinfo(info_);
+    if (stop_fd_ >= 0)
+        ::close(stop_fd_);
+}
+
+void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
+    std::snprintf(a.adapter_name, sizeof a.adapter_name, "%s", ia_.name.c_str());
+    std::snprintf(a.vendor_name, sizeof a.vendor_name, "libfabric %s", info_->fabric_attr->prov_name);
+    a.hardware_version_major = FI_MAJOR(info_->fabric_attr->prov_version);
+    a.hardware_version_minor = FI_MINOR(info_->fabric_attr->prov_version);
+    const std::size_t iov = std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov);
+    const std::size_t rma_iov = std::min<std::size_t>(info_->tx_attr->rma_iov_limit ? info_->tx_attr->iov_limit : 1,
+                                                      kit::kMaxIov);
+    a.max_dto_per_ep = 16384;
+    a.max_rdma_read_per_ep_in = 64;
+    a.max_rdma_read_per_ep_out = 64;
+    a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(iov);
+    a.max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(rma_iov);
+    a.max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(rma_iov);
+    a.max_lmr_block_size = 0xffffffffu;
+    a.max_lmr_virtual_address = ~DAT_VADDR(0);
+    a.max_message_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(info_->ep_attr->max_msg_size, 1u << 30));
+    a.max_rdma_size = a.max_message_size;
+    a.max_rdma_read_in = 64;
+    a.max_rdma_read_out = 64;
+    a.max_rmr_target_address = ~DAT_VADDR(0);
+    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+    a.zb_supported = DAT_FALSE;
+    p.max_private_data_size = ia_.max_private_data;
+}
+
+// ---- the CM thread -----------------------------------------------------------
+
+void OfiTransport::cm_loop() {
+    alignas(fi_eq_cm_entry) unsigned char buf[sizeof(fi_eq_cm_entry) + 512];
+    for (;;) {
+        int timeout_ms = -1;
+        {
+            std::lock_guard<std::mutex> lock(cm_mu_);
+            auto now = std::chrono::steady_clock::now();
+            for (auto &[id, oep] : eps_) {
+                if (oep->deadline == std::chrono::steady_clock::time_point::max())
+                    continue;
+                auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(oep->deadline - now).count() + 1;
+                ms = std::max<long long>(ms, 0);
+                if (timeout_ms < 0 || ms < timeout_ms)
+                    timeout_ms = static_cast<int>(std::min<long long>(ms, 1 << 30));
+            }
+        }
+        fid *fids[1] = {&eq_->fid};
+        if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
+            pollfd fds[2] = {{eq_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+            ::poll(fds, 2, timeout_ms);
+        }
+        std::uint64_t v;
+        while (::read(stop_fd_, &v, sizeof v) == sizeof v) {
+        }
+        if (stopping_)
+            return;
+        for (;;) {
+            std::uint32_t event = 0;
+            ssize_t n = fi_eq_read(eq_, &event, buf, sizeof buf, 0);
+            if (n == -FI_EAGAIN)
+                break;
+            if (n == -FI_EAVAIL) {
+                handle_cm_error();
+                continue;
+            }
+            if (n < 0) {
+                DAT2_ERR("%s: fi_eq_read: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(n)));
+                break;
+            }
+            handle_cm_event(event, buf, n);
+        }
+        check_deadlines();
+    }
+}
+
+void OfiTransport::check_deadlines() {
+    std::vector<kit::Ep *> expired;
+    std::vector<kit::Ep *> forced;
+    {
+        std::lock_guard<std::mutex> lock(cm_mu_);
+        auto now = std::chrono::steady_clock::now();
+        for (auto &[id, oep] : eps_) {
+            if (oep->deadline > now)
+                continue;
+            oep->deadline = std::chrono::steady_clock::time_point::max();
+            if (oep->shutdown_sent)
+                forced.push_back(oep->owner);
+            else
+                expired.push_back(oep->owner);
+        }
+        // The kit's callbacks run with cm_mu_ held so that the EP cannot be
+        // freed under them (ep_close takes cm_mu_ too).
+        for (kit::Ep *ep : expired) {
+            DAT2_LOG(log::kGeneric, "%s: connect on EP %p timed out\n", ia_.name.c_str(), (void *)ep);
+            close_endpoint(*static_cast<OfiEp *>(ep->tp));
+            kit::on_connect_failed(*ep, DAT_CONNECTION_EVENT_TIMED_OUT, nullptr, 0);
+        }
+        for (kit::Ep *ep : forced)
+            kit::on_disconnected(*ep, false);
+    }
+}
+
+OfiEp *OfiTransport::ep_by_context(void *context) {
+    auto it = eps_.find(reinterpret_cast<std::uintptr_t>(context));
+    return it == eps_.end() ? nullptr : it->second;
+}
+
+void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) {
+    auto *entry = static_cast<fi_eq_cm_entry *>(buf);
+    const unsigned char *data = entry->data;
+    std::size_t data_len = len > static_cast<ssize_t>(sizeof *entry) ? static_cast<std::size_t>(len) - sizeof *entry : 0;
+    const unsigned char *pdata = nullptr;
+    std::size_t pdata_len = 0;
+    if (data_len >= sizeof(CmHeader)) {
+        CmHeader h;
+        std::memcpy(&h, data, sizeof h);
+        if (std::memcmp(h.magic, "DAT2", 4) == 0 && h.length <= data_len - sizeof h) {
+            pdata = data + sizeof h;
+            pdata_len = h.length;
+        }
+    }
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    switch (event) {
+    case FI_CONNREQ: {
+        auto it = psps_.find(reinterpret_cast<std::uintptr_t>(entry->fid->context));
+        if (it == psps_.end()) {
+            fi_freeinfo(entry->info);
+            return;
+        }
+        const sockaddr *remote = static_cast<const sockaddr *>(entry->info->dest_addr);
+        kit::on_connection_request(*it->second->owner, entry->info, remote, pdata, pdata_len);
+        return;
+    }
+    case FI_CONNECTED: {
+        OfiEp *oep = ep_by_context(entry->fid->context);
+        if (oep) {
+            oep->deadline = std::chrono::steady_clock::time_point::max();
+            kit::on_established(*oep->owner, pdata, pdata_len);
+        }
+        return;
+    }
+    case FI_SHUTDOWN: {
+        OfiEp *oep = ep_by_context(entry->fid->context);
+        if (oep) {
+            oep->deadline = std::chrono::steady_clock::time_point::max();
+            kit::on_disconnected(*oep->owner, false);
+        }
+        return;
+    }
+    default:
+        DAT2_LOG(log::kGeneric, "%s: ignoring event %u\n", ia_.name.c_str(), event);
+    }
+}
+
+void OfiTransport::handle_cm_error() {
+    fi_eq_err_entry err{};
+    ssize_t n = fi_eq_readerr(eq_, &err, 0);
+    if (n < 0)
+        return;
+    std::lock_guard<std::mutex> lock(cm_mu_);
+    OfiEp *oep = err.fid ? ep_by_context(err.fid->context) : nullptr;
+    if (!oep) {
+        DAT2_LOG(log::kGeneric, "%s: event queue error %s for a closed object\n", ia_.name.c_str(),
+                 fi_text(err.err));
+        return;
+    }
+    oep->deadline = std::chrono::steady_clock::time_point::max();
+    kit::Ep &ep = *oep->owner;
+    DAT_EP_STATE state = ep.state.load();
+    const unsigned char *pdata = nullptr;
+    std::size_t pdata_len = 0;
+    bool peer = false;
+    if (err.err_data && err.err_data_size >= sizeof(CmHeader)) {
+        CmHeader h;
+        std::memcpy(&h, err.err_data, sizeof h);
+        if (std::memcmp(h.magic, "DAT2", 4) == 0 && h.kind == kCmReject &&
+            h.length <= err.err_data_size - sizeof h) {
+            peer = true;
+            pdata = static_cast<const unsigned char *>(err.err_data) + sizeof h;
+            pdata_len = h.length;
+        }
+    }
+    if (state == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
+        DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+        if (peer)
+            reason = DAT_CONNECTION_EVENT_PEER_REJECTED;
+        else if (err.err == FI_ETIMEDOUT)
+            reason = DAT_CONNECTION_EVENT_TIMED_OUT;
+        else if (err.err == FI_EHOSTUNREACH || err.err == FI_ENETUNREACH || err.err == FI_EADDRNOTAVAIL)
+            reason = DAT_CONNECTION_EVENT_UNREACHABLE;
+        DAT2_LOG(log::kGeneric, "%s: connect on EP %p failed: %s\n", ia_.name.c_str(), (void *)&ep,
+                 fi_text(err.err));
+        close_endpoint(*oep);
+        kit::on_connect_failed(ep, reason, pdata, pdata_len);
+    } else if (state == DAT_EP_STATE_COMPLETION_PENDING) {
+        close_endpoint(*oep);
+        kit::on_connect_failed(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, nullptr, 0);
+    } else {
+        DAT2_LOG(log::kGeneric, "%s: connection of EP %p broke: %s\n", ia_.name.c_str(), (void *)&ep,
+                 fi_text(err.err));
+        kit::on_disconnected(ep, true);
+    }
+}
+
+} // namespace dat2::ofi
