@@ -212,7 +212,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                     int fd = evd->ia->transport->cq_fd(*evd);
                     if (fd >= 0)
                         fds.push_back({fd, POLLIN, 0});
-                    if (!evd->ia->transport->cq_arm(*evd) || fd < 0)
+                    if (!evd->ia->transport->cq_arm(*evd))
                         may_block = false;
                 }
             }

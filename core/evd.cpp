@@ -394,9 +394,8 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             if (evd->cq) {
                 fds[1].fd = evd->ia->transport->cq_fd(*evd);
                 nfds = fds[1].fd >= 0 ? 2 : 1;
+                // fd < 0: the transport wakes the EVD itself when completions arrive.
                 may_block = evd->ia->transport->cq_arm(*evd);
-                if (fds[1].fd < 0 && may_block)
-                    ms = ms < 0 || ms > 1 ? 1 : ms; // no fd: poll the queue every ms
             }
             if (may_block) {
                 int rc = ::poll(fds, nfds, ms);

@@ -121,6 +121,18 @@ private:
     std::uint64_t next_id_ = 1;
     std::map<std::uint64_t, OfiEp *> eps_;
     std::map<std::uint64_t, OfiPsp *> psps_;
+    // Every completion queue of the IA: the CM thread drives their progress
+    // while the consumer is not polling (tcp moves data only when asked, and
+    // an RDMA write must land while the target just watches its memory).
+    // The CM thread is the only waiter on their fds (two waiters would steal
+    // each other's wake-ups); it wakes the EVD when completions are queued.
+    struct WatchedCq {
+        fid_cq *cq;
+        kit::Evd *evd;
+        bool signaled;
+    };
+    std::vector<WatchedCq> cqs_;
+    void kick_progress(); // cm_mu_ held
 };
 
 struct OfiEp {

@@ -4,6 +4,9 @@
 
 #include "log.hpp"
 
+#include <algorithm>
+#include <unistd.h>
+
 namespace dat2::ofi {
 
 namespace {
@@ -26,12 +29,23 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
     }
     evd.cq = cq;
+    {
+        std::lock_guard<std::mutex> lock(cm_mu_);
+        cqs_.push_back({cq, &evd, false});
+    }
+    std::uint64_t one = 1;
+    ssize_t wrc = ::write(stop_fd_, &one, sizeof one); // the CM thread watches it from now on
+    (void)wrc;
     return DAT_SUCCESS;
 }
 
 void OfiTransport::cq_close(kit::Evd &evd) {
-    if (evd.cq)
+    if (evd.cq) {
+        std::lock_guard<std::mutex> lock(cm_mu_);
+        cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.cq == cq_ptr(evd); }),
+                   cqs_.end());
         fi_close(&cq_ptr(evd)->fid);
+    }
     evd.cq = nullptr;
 }
 
@@ -63,17 +77,11 @@ int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     return 0;
 }
 
-int OfiTransport::cq_fd(kit::Evd &evd) {
-    int fd = -1;
-    if (fi_control(&cq_ptr(evd)->fid, FI_GETWAIT, &fd))
-        return -1;
-    return fd;
+int OfiTransport::cq_fd(kit::Evd &) {
+    return -1; // the CM thread watches the queue and wakes the EVD
 }
 
-bool OfiTransport::cq_arm(kit::Evd &evd) {
-    fid *fids[1] = {&cq_ptr(evd)->fid};
-    return fi_trywait(fabric_, fids, 1) == FI_SUCCESS;
-}
+bool OfiTransport::cq_arm(kit::Evd &) { return true; }
 
 DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
     std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;

@@ -5,6 +5,7 @@
 #include "log.hpp"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <netdb.h>
@@ -227,10 +228,49 @@ void OfiTransport::cm_loop() {
                     timeout_ms = static_cast<int>(std::min<long long>(ms, 1 << 30));
             }
         }
+        std::vector<pollfd> fds{{eq_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+        std::vector<kit::Evd *> polled; // the EVD of fds[2 + i]
+        bool busy = false;
+        {
+            std::lock_guard<std::mutex> lock(cm_mu_);
+            for (WatchedCq &w : cqs_) {
+                int fd = -1;
+                fid *f = &w.cq->fid;
+                if (fi_control(f, FI_GETWAIT, &fd) == 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+                    fds.push_back({fd, POLLIN, 0});
+                    polled.push_back(w.evd);
+                    w.signaled = false;
+                    continue;
+                }
+                // Completions (or provider work) are queued: wake the EVD, at
+                // most once per millisecond, and keep driving progress.
+                busy = true;
+                if (!w.signaled || timeout_ms == 0) {
+                    w.signaled = true;
+                    kit::evd_wake(*w.evd);
+                }
+            }
+        }
+        if (busy && (timeout_ms < 0 || timeout_ms > 1))
+            timeout_ms = 1;
         fid *fids[1] = {&eq_->fid};
-        if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS) {
-            pollfd fds[2] = {{eq_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-            ::poll(fds, 2, timeout_ms);
+        int ready = 0;
+        if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS)
+            ready = ::poll(fds.data(), fds.size(), timeout_ms);
+        {
+            std::lock_guard<std::mutex> lock(cm_mu_);
+            kick_progress();
+            if (busy && ready == 0)
+                for (WatchedCq &w : cqs_)
+                    w.signaled = false; // a millisecond passed: wake again next round
+            for (std::size_t i = 2; ready > 0 && i < fds.size(); ++i) {
+                if (!(fds[i].revents & POLLIN))
+                    continue;
+                kit::Evd *evd = polled[i - 2];
+                bool live = std::any_of(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.evd == evd; });
+                if (live)
+                    kit::evd_wake(*evd);
+            }
         }
         std::uint64_t v;
         while (::read(stop_fd_, &v, sizeof v) == sizeof v) {
@@ -253,6 +293,15 @@ void OfiTransport::cm_loop() {
             handle_cm_event(event, buf, n);
         }
         check_deadlines();
+    }
+}
+
+void OfiTransport::kick_progress() {
+    // A zero-entry read runs the provider's progress without taking any
+    // completion away from the consumer.
+    for (WatchedCq &w : cqs_) {
+        fi_cq_msg_entry none;
+        fi_cq_read(w.cq, &none, 0);
     }
 }
 
