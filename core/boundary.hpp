@@ -26,6 +26,12 @@ template <class F> DAT_RETURN guarded(const char *call, F &&body) noexcept {
     }
 }
 
+// "Nothing yet" results carry no error class bit: programs written for OFED
+// test them both ways, `ret == DAT_QUEUE_EMPTY` (dtest's polling loop) and
+// DAT_GET_TYPE(ret) == DAT_QUEUE_EMPTY; only the bare code satisfies both.
+inline constexpr DAT_RETURN kQueueEmpty = DAT_QUEUE_EMPTY;
+inline constexpr DAT_RETURN kTimeoutExpired = DAT_TIMEOUT_EXPIRED;
+
 inline DAT_RETURN invalid_arg(int position) {
     return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1 + (position - 1));
 }

@@ -117,7 +117,7 @@ DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_out) {
     *evd_out = cno->triggered;
     cno->triggered = nullptr;
     if (!*evd_out)
-        return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+        return kQueueEmpty;
     return DAT_SUCCESS;
 }
 
@@ -184,7 +184,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             std::lock_guard<std::mutex> lock(cno->mu);
             cno->waiting = true;
         }
-        DAT_RETURN result = DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+        DAT_RETURN result = kQueueEmpty;
         Evd *hit = nullptr;
         for (;;) {
             {

@@ -344,7 +344,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
     if (evd->count == 0)
         evd_fill_locked(*evd);
     if (evd->count == 0)
-        return DAT_ERROR(DAT_QUEUE_EMPTY, 0);
+        return kQueueEmpty;
     *event = ring_pop_locked(*evd);
     return DAT_SUCCESS;
 }
@@ -379,7 +379,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             }
             auto now = std::chrono::steady_clock::now();
             if (now >= deadline) {
-                result = DAT_ERROR(DAT_TIMEOUT_EXPIRED, 0);
+                result = kTimeoutExpired;
                 break;
             }
             int ms = -1;

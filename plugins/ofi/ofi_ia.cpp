@@ -119,10 +119,8 @@ DAT_RETURN OfiTransport::open() {
         DAT2_ERR("%s: fi_fabric: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) {
-        DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-    }
+    // The event queue before the domain: tcp then puts the domain's sockets
+    // in the queue's wait set, so the CM thread wakes for data too.
     fi_eq_attr eq_attr{};
     eq_attr.size = 1024;
     eq_attr.wait_obj = FI_WAIT_FD;
@@ -132,6 +130,10 @@ DAT_RETURN OfiTransport::open() {
     }
     if ((rc = fi_control(&eq_->fid, FI_GETWAIT, &eq_fd_))) {
         DAT2_ERR("%s: event queue has no fd: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) {
+        DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     fi_cq_attr cq_attr{};
@@ -250,6 +252,15 @@ void OfiTransport::cm_loop() {
                     kit::evd_wake(*w.evd);
                 }
             }
+        }
+        // Large transfers move only as fast as someone drives progress, and
+        // tcp's wait objects do not report socket writability: while any
+        // endpoint is connected, drive it at least every millisecond.
+        {
+            std::lock_guard<std::mutex> lock(cm_mu_);
+            for (auto &[id, oep] : eps_)
+                if (oep->ep)
+                    busy = true;
         }
         if (busy && (timeout_ms < 0 || timeout_ms > 1))
             timeout_ms = 1;
