@@ -328,6 +328,8 @@ DAT_RETURN psp_query(DAT_PSP_HANDLE psp_handle, DAT_PSP_PARAM_MASK mask, DAT_PSP
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_PSP_FIELD_ALL)
+            return invalid_arg(2);
         if (mask & DAT_PSP_FIELD_IA_HANDLE)
             ia_handle_for_consumer(psp->ia, &param->ia_handle);
         if (mask & DAT_PSP_FIELD_CONN_QUAL)
@@ -357,6 +359,8 @@ DAT_RETURN cr_query(DAT_CR_HANDLE cr_handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARA
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_CR_FIELD_ALL)
+            return invalid_arg(2);
         if (mask & DAT_CR_FIELD_REMOTE_IA_ADDRESS_PTR)
             param->remote_ia_address_ptr = reinterpret_cast<sockaddr *>(&cr->remote);
         if (mask & DAT_CR_FIELD_REMOTE_PORT_QUAL)

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <poll.h>
+#include <thread>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -50,6 +51,9 @@ void cno_notify(Cno &cno, Evd &evd) {
         std::lock_guard<std::mutex> lock(cno.mu);
         cno.triggered = &evd;
         agent = cno.agent;
+        // dat_cno_create(3DAT): once invoked, the agent is no longer
+        // associated with the CNO.
+        cno.agent = DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr};
     }
     std::uint64_t one = 1;
     ssize_t rc = ::write(cno.fd, &one, sizeof one);
@@ -59,6 +63,13 @@ void cno_notify(Cno &cno, Evd &evd) {
 }
 
 void cno_release(Cno &cno) {
+    cno.aborted = true;
+    while (cno.inside.load() != 0) {
+        std::uint64_t one = 1;
+        ssize_t rc = ::write(cno.fd, &one, sizeof one);
+        (void)rc;
+        std::this_thread::yield();
+    }
     for (Evd *evd : linked_evds(cno)) {
         std::lock_guard<std::mutex> lock(evd->mu);
         evd->cno = nullptr;
@@ -184,6 +195,8 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             std::lock_guard<std::mutex> lock(cno->mu);
             cno->waiting = true;
         }
+        cno->inside.fetch_add(1);
+        const bool had_evds = cno->evds.load() > 0;
         DAT_RETURN result = kQueueEmpty;
         Evd *hit = nullptr;
         for (;;) {
@@ -193,6 +206,13 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                     hit = cno->triggered;
                     cno->triggered = nullptr;
                 }
+            }
+            // dat_cno_wait(3DAT): waiters are released with a NULL EVD when
+            // the IA goes away or when all its EVDs are freed.
+            if (cno->aborted.load() || (had_evds && cno->evds.load() == 0)) {
+                result = DAT_SUCCESS;
+                hit = nullptr;
+                break;
             }
             std::vector<Evd *> evds = linked_evds(*cno);
             std::vector<pollfd> fds{{cno->fd, POLLIN, 0}};
@@ -241,6 +261,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             cno->waiting = false;
         }
         *evd_out = hit;
+        cno->inside.fetch_sub(1);
         return result;
     });
 }

@@ -4,10 +4,13 @@
 #include "ep.hpp"
 
 #include "boundary.hpp"
+#include "log.hpp"
 #include "lmr.hpp"
 #include "slots.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace dat2::kit {
 
@@ -80,6 +83,7 @@ void build_pools(Ep &ep) {
     }
     ep.recvs_posted = 0;
     ep.requests_posted = 0;
+    ep.reads_posted = 0;
 }
 
 Op *op_take(Ep &ep, bool recv) {
@@ -101,6 +105,30 @@ void op_give_back(Op &op) {
     op.next_free = head;
     head = &op;
     (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1, std::memory_order_relaxed);
+    if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
+        ep.reads_posted.fetch_sub(1, std::memory_order_release);
+}
+
+// DAT_COMPLETION_BARRIER_FENCE_FLAG: the operation starts only after every
+// earlier RDMA read of the EP has completed. Transports without a fence of
+// their own (libfabric tcp) get it here: completions are moved into the
+// request EVD (nothing is lost or reordered) until the reads are done.
+DAT_RETURN wait_for_reads(Ep &ep) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ep.reads_posted.load(std::memory_order_acquire) > 0) {
+        if (ep.state.load() != DAT_EP_STATE_CONNECTED)
+            return DAT_SUCCESS; // flushed: nothing left to wait for
+        if (std::chrono::steady_clock::now() > deadline) {
+            DAT2_ERR("EP %p: RDMA reads did not complete within 30 s; fenced DTO not posted\n", (void *)&ep);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        }
+        {
+            std::lock_guard<std::mutex> lock(ep.request_evd->mu);
+            evd_drain_all_locked(*ep.request_evd);
+        }
+        std::this_thread::yield();
+    }
+    return DAT_SUCCESS;
 }
 
 void flushed_now(Ep &ep, Op &op) {
@@ -118,7 +146,19 @@ void with_evds(Ep &ep, void (*fn)(Evd &)) {
             fn(*evd);
 }
 
+bool consumer_notified(DAT_COMPLETION_FLAGS f) {
+    return (f & (DAT_COMPLETION_UNSIGNALLED_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG)) != 0;
+}
+
+void count_notify_streams(Ep &ep, int delta) {
+    if (ep.recv_evd && consumer_notified(ep.attr.recv_completion_flags))
+        ep.recv_evd->notify_streams.fetch_add(delta);
+    if (ep.request_evd && (ep.attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))
+        ep.request_evd->notify_streams.fetch_add(delta);
+}
+
 void detach(Ep &ep) {
+    count_notify_streams(ep, -1);
     for (Evd *evd : {ep.recv_evd, ep.request_evd, ep.connect_evd})
         if (evd)
             evd->users.fetch_sub(1);
@@ -170,9 +210,14 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
     // exceed what the EP was created for (0: no limit was given).
     if (kind == PostKind::kSend && ep->attr.max_message_size && total > ep->attr.max_message_size)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    if ((flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) && !recv && state == DAT_EP_STATE_CONNECTED)
+        if (DAT_RETURN r = wait_for_reads(*ep))
+            return r;
     Op *op = op_take(*ep, recv);
     if (!op)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    if (kind == PostKind::kRdmaRead)
+        ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
     op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
     op->operation = recv ? DAT_DTO_RECEIVE
                     : kind == PostKind::kSend ? DAT_DTO_SEND
@@ -251,6 +296,8 @@ static void reclaim_records(Ep &ep) {
             op.next_free = head;
             head = &op;
             (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1);
+            if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
+                ep.reads_posted.fetch_sub(1);
         }
     }
 }
@@ -326,6 +373,7 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
         for (Evd *evd : {recv_evd, request_evd, connect_evd})
             if (evd)
                 evd->users.fetch_add(1);
+        count_notify_streams(*ep, +1);
         pz->users.fetch_add(1);
         ia_track(*ia, ep);
         publish(ep);
@@ -341,6 +389,8 @@ DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARA
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_EP_FIELD_ALL)
+            return invalid_arg(2);
         std::lock_guard<std::mutex> lock(ep->mu);
         if (mask & DAT_EP_FIELD_IA_HANDLE)
             ia_handle_for_consumer(ep->ia, &param->ia_handle);
@@ -349,7 +399,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARA
         if (mask & DAT_EP_FIELD_LOCAL_IA_ADDRESS_PTR)
             param->local_ia_address_ptr = const_cast<sockaddr *>(ep->ia->transport->address());
         if (mask & DAT_EP_FIELD_LOCAL_PORT_QUAL)
-            param->local_port_qual = 0;
+            param->local_port_qual = ep->local_port;
         if (mask & DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR)
             param->remote_ia_address_ptr = reinterpret_cast<sockaddr *>(&ep->remote);
         if (mask & DAT_EP_FIELD_REMOTE_PORT_QUAL)
@@ -441,6 +491,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         pz->users.fetch_add(1);
         bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
         ep->attr = a;
+        count_notify_streams(*ep, +1);
         if (resize)
             build_pools(*ep);
         return DAT_SUCCESS;

@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 #include <poll.h>
+#include <thread>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -47,6 +48,8 @@ void op_release(Op &op) {
         op.next_free = ep.free_requests;
         ep.free_requests = &op;
         ep.requests_posted.fetch_sub(1, std::memory_order_relaxed);
+        if (op.operation == DAT_DTO_RDMA_READ)
+            ep.reads_posted.fetch_sub(1, std::memory_order_release);
     }
 }
 
@@ -185,8 +188,22 @@ void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT re
 }
 
 void evd_release(Evd &evd) {
-    if (evd.cno)
-        evd.cno->evds.fetch_sub(1);
+    // A thread still blocked in dat_evd_wait (abrupt dat_ia_close) returns
+    // DAT_ABORT; the EVD goes away only once it has left.
+    evd.aborted = true;
+    while (evd.inside.load() != 0) {
+        std::uint64_t one = 1;
+        ssize_t rc = ::write(evd.wake_fd, &one, sizeof one);
+        (void)rc;
+        std::this_thread::yield();
+    }
+    if (evd.cno) {
+        if (evd.cno->evds.fetch_sub(1) == 1) {
+            std::uint64_t one = 1; // its last EVD is gone: release CNO waiters
+            ssize_t rc = ::write(evd.cno->fd, &one, sizeof one);
+            (void)rc;
+        }
+    }
     if (evd.cq)
         evd.ia->transport->cq_close(evd);
     if (evd.wake_fd >= 0)
@@ -255,6 +272,8 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask, DAT_EVD
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_EVD_FIELD_ALL)
+            return invalid_arg(2);
         std::lock_guard<std::mutex> lock(evd->mu);
         if (mask & DAT_EVD_FIELD_IA_HANDLE)
             ia_handle_for_consumer(evd->ia, &param->ia_handle);
@@ -357,9 +376,16 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             return r;
         if (!event)
             return invalid_arg(4);
+        struct Inside {
+            Evd &e;
+            explicit Inside(Evd &ev) : e(ev) { e.inside.fetch_add(1); }
+            ~Inside() { e.inside.fetch_sub(1); }
+        } inside(*evd);
         std::unique_lock<std::mutex> lock(evd->mu);
         if (threshold <= 0 || threshold > evd->qlen)
             return invalid_arg(3);
+        if (threshold > 1 && evd->notify_streams.load() > 0)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_CONFIG_NOTIFY);
         if (!evd->waitable)
             return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
         if (DAT_RETURN r = evd_check_dequeuer(*evd))
@@ -375,6 +401,10 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             }
             if (!evd->waitable) {
                 result = DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
+                break;
+            }
+            if (evd->aborted.load()) {
+                result = DAT_ERROR(DAT_ABORT, 0); // dat_ia_close(3DAT): waiters return DAT_ABORT
                 break;
             }
             auto now = std::chrono::steady_clock::now();

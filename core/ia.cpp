@@ -274,6 +274,8 @@ DAT_RETURN pz_query(DAT_PZ_HANDLE pz_handle, DAT_PZ_PARAM_MASK mask, DAT_PZ_PARA
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_PZ_FIELD_ALL)
+            return invalid_arg(2);
         if (mask & DAT_PZ_FIELD_IA_HANDLE)
             ia_handle_for_consumer(pz->ia, &param->ia_handle);
         return DAT_SUCCESS;

@@ -76,6 +76,8 @@ struct Cno : ObjectHeader {
     Evd *triggered = nullptr; // set when an EVD fired and no agent took it
     bool waiting = false;
     std::atomic<int> evds{0};
+    std::atomic<int> inside{0};
+    std::atomic<bool> aborted{false};
     int fd = -1; // dat_cno_fd_create: readable while triggered
 };
 
@@ -98,6 +100,11 @@ struct Evd : ObjectHeader {
     int wake_fd = -1;                 // eventfd: software and CM events, unwaitable
     void *cq = nullptr;               // the transport's completion queue (DTO EVDs)
     std::atomic<int> users{0};        // EPs and PSPs referring to it
+    // EP streams feeding it that use consumer-controlled notification
+    // (UNSIGNALLED / SOLICITED_WAIT): dat_evd_wait's threshold must be 1.
+    std::atomic<int> notify_streams{0};
+    std::atomic<int> inside{0};       // threads in dat_evd_wait (freeing waits for them)
+    std::atomic<bool> aborted{false}; // the IA is closing: waiters return DAT_ABORT
 };
 
 struct Lmr : ObjectHeader {
@@ -144,6 +151,7 @@ struct Ep : ObjectHeader {
     DAT_EP_ATTR attr{};
     sockaddr_storage remote{};
     DAT_PORT_QUAL remote_port = 0;
+    DAT_PORT_QUAL local_port = 0; // set by the transport once connected
     Cr *cr = nullptr; // the request being accepted, while passive pending
     // Private data of the last connection event (the event points here).
     unsigned char event_data[256];
@@ -153,6 +161,7 @@ struct Ep : ObjectHeader {
     Op *free_requests = nullptr, *free_recvs = nullptr;
     std::atomic<std::uint64_t> next_seq{0};
     std::atomic<int> recvs_posted{0}, requests_posted{0};
+    std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     DAT_COUNT recv_low_watermark = DAT_WATERMARK_INFINITE, send_high_watermark = DAT_WATERMARK_INFINITE;
     void *tp = nullptr; // the transport's endpoint state
 };

@@ -145,8 +145,8 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
                 return invalid_arg(4);
             break;
         case DAT_MEM_TYPE_LMR:
-            if (handle_cast(region.for_lmr_handle, parent) != DAT_SUCCESS)
-                return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+            if (DAT_RETURN r = handle_cast(region.for_lmr_handle, parent))
+                return r; // the region names an LMR handle: an invalid one is an invalid handle
             if (parent->ia != ia)
                 return invalid_arg(3);
             address = parent->address;
@@ -221,6 +221,8 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE lmr_handle, DAT_LMR_PARAM_MASK mask, DAT_LMR
             return r;
         if (!param)
             return invalid_arg(3);
+        if (mask & ~DAT_LMR_FIELD_ALL)
+            return invalid_arg(2);
         if (mask & DAT_LMR_FIELD_IA_HANDLE)
             ia_handle_for_consumer(lmr->ia, &param->ia_handle);
         if (mask & DAT_LMR_FIELD_MEM_TYPE)

@@ -7,7 +7,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 out=${DAT2_TEST_OUT:-$top/build-tests}
 bash "$top/scripts/setup-deps.sh" || exit 1
 mkdir -p "$out"
-passed=0 failed=0
+passed=0 failed=0 skips=0
 declare -a failures=()
 
 # ctest_in DIR LABEL [ctest args]: runs a suite, adds its counts.
@@ -24,8 +24,10 @@ ctest_in() {
     echo "[$label] no test ran; see $log"; tail -20 "$log"; failed=$((failed + 1)); failures+=("$label: no tests")
     return
   fi
-  passed=$((passed + total - fail)); failed=$((failed + fail))
-  echo "[$label] $summary"
+  local skipped
+  skipped=$(grep -cE "^\s+[0-9]+ - .*\(Skipped\)" "$log")
+  passed=$((passed + total - fail - skipped)); failed=$((failed + fail)); skips=$((skips + skipped))
+  echo "[$label] $summary ($skipped skipped)"
   if [ "$fail" != 0 ]; then
     grep -E "^\s+[0-9]+ - " "$log" | sed "s/^/[$label] FAILED /"
     sed -n '/The following tests FAILED/q;/\*\*\*Failed\|Failure\|FAIL:/,+15p' "$log" | head -80
@@ -57,5 +59,5 @@ grep -hE "stat::number_of_executed_units|Done [0-9]+ runs" "$out"/fuzz.ctest.log
 
 echo "total time: $(( $(date +%s) - start )) s"
 [ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]}"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skips skipped (each skip prints its reason in the logs)"
 [ "$failed" = 0 ]

@@ -160,9 +160,11 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
     if (r == DAT_SUCCESS) {
         rc = fi_connect(oep.ep, cinfo->dest_addr, buf, len);
         if (rc) {
+            // dat_ep_connect(3DAT): an address the provider can tell is
+            // unusable right away is DAT_INVALID_ADDRESS.
             DAT2_ERR("%s: fi_connect: %s\n", ia_.name.c_str(), fi_text(rc));
             close_endpoint(oep);
-            r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+            r = DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
         } else if (timeout != DAT_TIMEOUT_INFINITE) {
             oep.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
             std::uint64_t one = 1; // the CM thread recomputes its wake-up
@@ -360,7 +362,10 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         msg.rma_iov = &rma;
         msg.rma_iov_count = 1;
         msg.context = &op;
-        rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, FI_COMPLETION)
+        // A write completes only once the target has placed it: a write the
+        // target refuses (bad key, range or privilege) then fails here instead
+        // of being reported as a success before the connection drops.
+        rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
                                                : fi_readmsg(fep, &msg, FI_COMPLETION);
         break;
     }

@@ -378,6 +378,12 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
         OfiEp *oep = ep_by_context(entry->fid->context);
         if (oep) {
             oep->deadline = std::chrono::steady_clock::time_point::max();
+            sockaddr_storage local{};
+            std::size_t llen = sizeof local;
+            if (oep->ep && fi_getname(&oep->ep->fid, &local, &llen) == 0)
+                oep->owner->local_port = ntohs(local.ss_family == AF_INET6
+                                                   ? reinterpret_cast<sockaddr_in6 *>(&local)->sin6_port
+                                                   : reinterpret_cast<sockaddr_in *>(&local)->sin_port);
             kit::on_established(*oep->owner, pdata, pdata_len);
         }
         return;

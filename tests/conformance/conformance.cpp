@@ -35,7 +35,7 @@ std::string ret_text(DAT_RETURN r) {
 
 DAT_RETURN OpenIa::open(const std::string &name) {
     async_evd = DAT_HANDLE_NULL;
-    DAT_RETURN r = dat_ia_open(name.c_str(), 8, &async_evd, &ia);
+    DAT_RETURN r = dat_ia_open(ia_name_ptr(name), 8, &async_evd, &ia);
     if (r != DAT_SUCCESS)
         return r;
     return dat_pz_create(ia, &pz);

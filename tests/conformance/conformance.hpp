@@ -58,6 +58,9 @@ struct IaAttributes {
     alignas(DAT_PROVIDER_ATTR) unsigned char provider_raw_[sizeof(DAT_PROVIDER_ATTR)] = {};
 };
 
+// dat_ia_open takes `const DAT_NAME_PTR`, i.e. `char *const`: the name is not written.
+inline DAT_NAME_PTR ia_name_ptr(const std::string &name) { return const_cast<DAT_NAME_PTR>(name.c_str()); }
+
 // No OS Wait Proxy Agent (DAT_OS_WAIT_PROXY_AGENT_NULL is a C99 compound literal).
 inline DAT_OS_WAIT_PROXY_AGENT no_agent() { return DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}; }
 
@@ -78,8 +81,9 @@ inline DAT_OS_WAIT_PROXY_AGENT no_agent() { return DAT_OS_WAIT_PROXY_AGENT{nullp
     do {                                                                                       \
         DAT_RETURN dat_ret_ = (expr);                                                          \
         EXPECT_EQ(DAT_GET_TYPE(dat_ret_), DAT_RETURN(type)) << #expr << " -> " << conformance::ret_text(dat_ret_); \
-        if ((subtype) != 0)                                                                    \
+        if ((subtype) != 0) {                                                                  \
             EXPECT_EQ(DAT_GET_SUBTYPE(dat_ret_), DAT_RETURN(subtype)) << #expr << " -> " << conformance::ret_text(dat_ret_); \
+        }                                                                                      \
     } while (0)
 
 #define INSTANTIATE_OVER_IAS(suite)                                                            \

@@ -1,0 +1,550 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connection management: PSPs, connection requests and their private data,
+// accept and reject, failed connection attempts, Endpoint states across a
+// connection's life, reset and reconnect.
+#include "connected.hpp"
+
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <vector>
+
+using namespace conformance;
+
+namespace {
+
+class CmTest : public ConnectedTest {};
+
+std::vector<unsigned char> pdata(size_t n, unsigned char seed) {
+    std::vector<unsigned char> v(n);
+    for (size_t i = 0; i < n; ++i)
+        v[i] = pattern_byte(seed, i);
+    return v;
+}
+
+bool is_loopback_v4(DAT_IA_ADDRESS_PTR a) {
+    if (!a || a->sa_family != AF_INET)
+        return false;
+    return reinterpret_cast<const sockaddr_in *>(a)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+}
+
+// ---- PSPs ---------------------------------------------------------------------
+
+TEST_P(CmTest, PspQueryReportsCreationParameters) {
+    DAT_PSP_PARAM p{};
+    ASSERT_DAT_OK(dat_psp_query(psp, DAT_PSP_FIELD_ALL, &p));
+    EXPECT_EQ(p.ia_handle, server.ia.ia);
+    EXPECT_EQ(p.conn_qual, port); // the qualifier dat_psp_create_any() returned
+    EXPECT_EQ(p.evd_handle, server.cr_evd);
+    EXPECT_EQ(p.psp_flags, DAT_PSP_CONSUMER_FLAG);
+}
+
+TEST_P(CmTest, PspCreateAnyAllocatesUnusedQualifiersAndFreeDestroysIt) {
+    DAT_CONN_QUAL q2 = 0;
+    DAT_PSP_HANDLE psp2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q2, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2));
+    // dat_psp_create_any(3DAT): "allocates an unused Connection Qualifier".
+    EXPECT_NE(q2, port);
+    DAT_PSP_PARAM p{};
+    ASSERT_DAT_OK(dat_psp_query(psp2, DAT_PSP_FIELD_CONN_QUAL, &p));
+    EXPECT_EQ(p.conn_qual, q2);
+    ASSERT_DAT_OK(dat_psp_free(psp2));
+    // dat_psp_free(3DAT): use of the destroyed handle in any consequent operation fails.
+    EXPECT_DAT_ERR(dat_psp_query(psp2, DAT_PSP_FIELD_ALL, &p), DAT_INVALID_HANDLE, 0);
+}
+
+TEST_P(CmTest, PspCreateOnQualifierInUseIsConnQualInUse) {
+    DAT_PSP_HANDLE psp2 = DAT_HANDLE_NULL;
+    // dat_psp_create(3DAT): DAT_CONN_QUAL_IN_USE "The specified Connection Qualifier was in use."
+    EXPECT_DAT_ERR(dat_psp_create(server.ia.ia, port, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
+                   DAT_CONN_QUAL_IN_USE, 0);
+    // The existing PSP is unaffected: a connection still reaches it.
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+}
+
+TEST_P(CmTest, PspCreateOnQualifierInUseByAnotherOpenInstanceIsConnQualInUse) {
+    // Both instances are the same IA (same name, same address): the
+    // qualifier is in use on that IA.
+    DAT_PSP_HANDLE psp2 = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_psp_create(client.ia.ia, port, client.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
+                   DAT_CONN_QUAL_IN_USE, 0);
+}
+
+TEST_P(CmTest, PspOnFixedQualifierDeliversRequestsAndFreedPspRejectsLikeNoListener) {
+    DAT_PSP_HANDLE psp2 = DAT_HANDLE_NULL;
+    DAT_CONN_QUAL q2 = 0;
+    DAT_RETURN r = DAT_CONN_QUAL_IN_USE;
+    // A qualifier that was free a moment ago; retry if a parallel process took it.
+    for (int i = 0; i < 5 && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE; ++i) {
+        q2 = unused_conn_qual();
+        r = dat_psp_create(server.ia.ia, q2, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2);
+    }
+    ASSERT_DAT_OK(r);
+    DAT_PSP_PARAM p{};
+    ASSERT_DAT_OK(dat_psp_query(psp2, DAT_PSP_FIELD_ALL, &p));
+    EXPECT_EQ(p.conn_qual, q2);
+
+    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), q2, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    const auto &cr = ev.event_data.cr_arrival_event_data;
+    EXPECT_EQ(cr.sp_handle.psp_handle, psp2);
+    EXPECT_EQ(cr.conn_qual, q2);
+    ASSERT_DAT_OK(dat_cr_accept(cr.cr_handle, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+
+    // dat_psp_free(3DAT): requests for the qualifier are then rejected "with
+    // the return analogous to the no listening Service Point", which
+    // dat_ep_connect(3DAT) reports as DAT_CONNECTION_EVENT_NON_PEER_REJECTED.
+    ASSERT_DAT_OK(dat_psp_free(psp2));
+    DAT_EP_HANDLE ep2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&ep2, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(dat_ep_connect(ep2, server_addr.ptr(), q2, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev));
+    EXPECT_TRUE(no_event(server.cr_evd));
+    EXPECT_EQ(ep_state(ep2), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_DAT_OK(dat_ep_free(ep2));
+}
+
+// ---- connection requests and private data ---------------------------------------
+
+TEST_P(CmTest, ConnectionRequestCarriesClientPrivateDataIntact) {
+    auto pd = pdata(64, 0x11); // 64: dat_ia_query(3DAT) max_private_data_size "is at least 64 bytes"
+    ASSERT_NO_FATAL_FAILURE(client_connect(pd.data(), static_cast<DAT_COUNT>(pd.size())));
+    DAT_EVENT ev{};
+    DAT_CR_HANDLE cr = server_wait_cr(&ev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    const auto &arr = ev.event_data.cr_arrival_event_data;
+    EXPECT_EQ(arr.sp_handle.psp_handle, psp);
+    EXPECT_EQ(arr.conn_qual, port);
+    EXPECT_EQ(arr.truncate_flag, DAT_FALSE);
+
+    DAT_CR_PARAM p{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p));
+    // dat_evd_wait(3DAT): "Provider must pass to the Consumer the entire Private Data".
+    ASSERT_EQ(p.private_data_size, 64);
+    ASSERT_NE(p.private_data, nullptr);
+    EXPECT_EQ(std::memcmp(p.private_data, pd.data(), pd.size()), 0);
+    // dat_cr_query(3DAT): provides remote_ia_address (the client is on 127.0.0.1).
+    EXPECT_TRUE(is_loopback_v4(p.remote_ia_address_ptr));
+    // Consumer PSP: no provider-created Endpoint.
+    EXPECT_EQ(p.local_ep_handle, DAT_HANDLE_NULL);
+
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+}
+
+TEST_P(CmTest, PrivateDataOfMaxSizeDeliveredIntactBothWays) {
+    ASSERT_GE(max_private_data_size, 64); // dat_ia_query(3DAT): "at least 64 bytes"
+    auto cpd = pdata(static_cast<size_t>(max_private_data_size), 0x21);
+    auto spd = pdata(static_cast<size_t>(max_private_data_size), 0x22);
+    ASSERT_NO_FATAL_FAILURE(client_connect(cpd.data(), max_private_data_size));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    DAT_CR_PARAM p{};
+    ASSERT_DAT_OK(dat_cr_query(cr, static_cast<DAT_CR_PARAM_MASK>(DAT_CR_FIELD_PRIVATE_DATA_SIZE | DAT_CR_FIELD_PRIVATE_DATA), &p));
+    ASSERT_EQ(p.private_data_size, max_private_data_size);
+    EXPECT_EQ(std::memcmp(p.private_data, cpd.data(), cpd.size()), 0);
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, max_private_data_size, spd.data()));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    const auto &d = ev.event_data.connect_event_data;
+    ASSERT_EQ(d.private_data_size, max_private_data_size);
+    EXPECT_EQ(std::memcmp(d.private_data, spd.data(), spd.size()), 0);
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+}
+
+TEST_P(CmTest, AcceptPrivateDataArrivesInClientEstablishedEvent) {
+    auto spd = pdata(48, 0x33);
+    DAT_EVENT cev{}, sev{};
+    ASSERT_NO_FATAL_FAILURE(connect_pair(nullptr, 0, spd.data(), 48, &cev, &sev));
+    // dat_evd_wait(3DAT): for the Active side ESTABLISHED "the Provider returns
+    // the pointer for private_data and the private_data_size".
+    const auto &c = cev.event_data.connect_event_data;
+    EXPECT_EQ(c.ep_handle, client.ep);
+    ASSERT_EQ(c.private_data_size, 48);
+    ASSERT_NE(c.private_data, nullptr);
+    EXPECT_EQ(std::memcmp(c.private_data, spd.data(), 48), 0);
+    // "For the Passive side ... private_data_size returns zero."
+    const auto &s = sev.event_data.connect_event_data;
+    EXPECT_EQ(s.ep_handle, server.ep);
+    EXPECT_EQ(s.private_data_size, 0);
+}
+
+TEST_P(CmTest, CrHandleIsDestroyedByAccept) {
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    // dat_cr_accept(3DAT): "also destroys the Connection Request instance. Use
+    // of the handle of the destroyed cr_handle in any consequent operation fails."
+    DAT_CR_PARAM p{};
+    EXPECT_NE(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p), DAT_SUCCESS);
+}
+
+TEST_P(CmTest, RejectWithPrivateDataGivesClientPeerRejected) {
+    auto rpd = pdata(32, 0x44);
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_cr_reject(cr, 32, rpd.data()));
+    DAT_EVENT ev{};
+    // dat_ep_connect(3DAT): rejection "is reported ... through a
+    // DAT_CONNECTION_EVENT_PEER_REJECTED event" and the Endpoint goes DISCONNECTED.
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
+    const auto &d = ev.event_data.connect_event_data;
+    EXPECT_EQ(d.ep_handle, client.ep);
+    // The reject's private data, when the provider passes it on, is the one given.
+    if (d.private_data_size != 0) {
+        EXPECT_EQ(d.private_data_size, 32);
+        ASSERT_NE(d.private_data, nullptr);
+        EXPECT_EQ(std::memcmp(d.private_data, rpd.data(), 32), 0);
+    }
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    // dat_cr_reject(3DAT): destroys the Connection Request.
+    DAT_CR_PARAM p{};
+    EXPECT_NE(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p), DAT_SUCCESS);
+    // The consumer's Endpoint was never given to the request.
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(server.conn_evd));
+}
+
+// ---- failed connection attempts -----------------------------------------------------
+
+TEST_P(CmTest, ConnectToQualifierWithoutListenerIsNonPeerRejected) {
+    DAT_CONN_QUAL q = unused_conn_qual();
+    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), q, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    // dat_ep_connect(3DAT): NON_PEER_REJECTED "for all reasons of not establishing
+    // the connection, except timeout, remote host not reachable, and remote peer
+    // reject. For example, remote Consumer is not listening on the requested
+    // Connection Qualifier"; the Endpoint goes to DISCONNECTED.
+    DAT_EVENT ev{};
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, client.ep);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+}
+
+TEST_P(CmTest, ConnectToSilentPeerTimesOutWithinTimeout) {
+    // A TCP listener on 127.0.0.1 that accepts nothing and never answers: the
+    // transport connection can come up, the remote never responds.
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sin;
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&sin), sizeof sin), 0);
+    ASSERT_EQ(::listen(fd, 8), 0);
+    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&sin), &sl), 0);
+    const DAT_CONN_QUAL silent = ntohs(sin.sin_port);
+    constexpr DAT_TIMEOUT timeout_us = 500'000;
+    auto t0 = std::chrono::steady_clock::now();
+    DAT_RETURN r = dat_ep_connect(client.ep, server_addr.ptr(), silent, timeout_us, 0, nullptr,
+                                  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+    if (r != DAT_SUCCESS)
+        ::close(fd);
+    ASSERT_DAT_OK(r);
+    DAT_EVENT ev{};
+    r = next_event(client.conn_evd, &ev, timeout_us + kEventTimeoutUs);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    ::close(fd);
+    ASSERT_DAT_OK(r);
+    // dat_ep_connect(3DAT): "When the timeout expired prior to completion of the
+    // Connection establishment, the local Endpoint is automatically transitioned into
+    // a DAT_EP_STATE_DISCONNECTED state and the local Consumer [notified] through a
+    // DAT_CONNECTION_EVENT_TIMED_OUT event"; UNREACHABLE also covers "the remote host
+    // does not respond within the Consumer requested Timeout".
+    EXPECT_TRUE(ev.event_number == DAT_CONNECTION_EVENT_TIMED_OUT ||
+                ev.event_number == DAT_CONNECTION_EVENT_UNREACHABLE)
+        << event_text(ev);
+    EXPECT_LT(ms, 500 + 3000) << "the 500 ms connect timeout was not honoured";
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    // The timed-out Endpoint is reusable after a reset.
+    ASSERT_DAT_OK(dat_ep_reset(client.ep));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+}
+
+TEST_P(CmTest, ConnectToUnreachableAddressFailsCleanly) {
+    // 203.0.113.1 (TEST-NET-3): no DAT peer there, and possibly no route from the IA.
+    sockaddr_in sin{};
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(0xCB007101);
+    constexpr DAT_TIMEOUT timeout_us = 500'000;
+    auto t0 = std::chrono::steady_clock::now();
+    DAT_RETURN r = dat_ep_connect(client.ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&sin), port, timeout_us, 0,
+                                  nullptr, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+    if (r != DAT_SUCCESS) {
+        // dat_ep_connect(3DAT): "If the Provider can locally determine that the
+        // remote_ia_address is invalid, or that the remote_ia_address cannot be converted
+        // to a Transport-specific address, the operation can fail synchronously with a
+        // DAT_INVALID_ADDRESS return."
+        EXPECT_EQ(DAT_GET_TYPE(r), DAT_INVALID_ADDRESS) << ret_text(r);
+        EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+        return;
+    }
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(next_event(client.conn_evd, &ev, timeout_us + kEventTimeoutUs));
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+    // dat_ep_connect(3DAT): UNREACHABLE "When the Provider cannot reach the remote host
+    // or the remote host does not respond within the Consumer requested Timeout";
+    // TIMED_OUT "When the timeout expired prior to completion".
+    EXPECT_TRUE(ev.event_number == DAT_CONNECTION_EVENT_TIMED_OUT ||
+                ev.event_number == DAT_CONNECTION_EVENT_UNREACHABLE)
+        << event_text(ev);
+    EXPECT_LT(ms, 500 + 3000) << "the 500 ms connect timeout was not honoured";
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+}
+
+// ---- Endpoint states ---------------------------------------------------------------
+
+TEST_P(CmTest, EndpointStatesAcrossConnectAcceptDisconnectReset) {
+    DAT_EP_STATE st{};
+    DAT_BOOLEAN recv_idle = DAT_FALSE, req_idle = DAT_FALSE;
+    ASSERT_DAT_OK(dat_ep_get_status(client.ep, &st, &recv_idle, &req_idle));
+    EXPECT_EQ(st, DAT_EP_STATE_UNCONNECTED) << ep_state_name(st); // dat_ep_create(3DAT)
+    EXPECT_EQ(recv_idle, DAT_TRUE);
+    EXPECT_EQ(req_idle, DAT_TRUE);
+    DAT_EP_PARAM p{};
+    ASSERT_DAT_OK(dat_ep_query(client.ep, DAT_EP_FIELD_EP_STATE, &p));
+    EXPECT_EQ(p.ep_state, DAT_EP_STATE_UNCONNECTED);
+
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    // dat_ep_connect(3DAT): "Upon successful completion of this operation, the
+    // local Endpoint is transferred into DAT_EP_STATE_ACTIVE_CONNECTION_PENDING."
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) << ep_state_name(ep_state(client.ep));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    // Not accepted yet.
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) << ep_state_name(ep_state(client.ep));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+
+    Buffer rbuf;
+    ASSERT_DAT_OK(rbuf.create(server.ia.ia, server.ia.pz, 4096));
+    DAT_LMR_TRIPLET iov = rbuf.iov(0, 4096);
+    ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &iov, cookie(7), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_get_status(server.ep, &st, &recv_idle, &req_idle));
+    EXPECT_EQ(recv_idle, DAT_FALSE); // dat_ep_get_status(3DAT): a Receive is outstanding
+    EXPECT_EQ(req_idle, DAT_TRUE);
+
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    // dat_ep_connect(3DAT) / dat_cr_accept(3DAT): CONNECTED with the ESTABLISHED event.
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED) << ep_state_name(ep_state(client.ep));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_CONNECTED) << ep_state_name(ep_state(server.ep));
+    ASSERT_DAT_OK(dat_ep_query(server.ep, DAT_EP_FIELD_EP_STATE, &p));
+    EXPECT_EQ(p.ep_state, DAT_EP_STATE_CONNECTED);
+
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    // dat_ep_disconnect(3DAT): DISCONNECTED "upon successful asynchronous completion".
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED) << ep_state_name(ep_state(client.ep));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_DISCONNECTED) << ep_state_name(ep_state(server.ep));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+    ASSERT_DAT_OK(dat_ep_get_status(server.ep, &st, &recv_idle, &req_idle));
+    EXPECT_EQ(recv_idle, DAT_TRUE);
+
+    // dat_ep_reset(3DAT): Disconnected -> Unconnected.
+    ASSERT_DAT_OK(dat_ep_reset(client.ep));
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED) << ep_state_name(ep_state(client.ep));
+    ASSERT_DAT_OK(dat_ep_reset(server.ep));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED) << ep_state_name(ep_state(server.ep));
+}
+
+TEST_P(CmTest, EpQueryReportsPeerAddressesAndPortQualifiers) {
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    DAT_EVENT crev{};
+    DAT_CR_HANDLE cr = server_wait_cr(&crev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    DAT_CR_PARAM crp{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &crp));
+    DAT_PORT_QUAL client_port_in_cr = crp.remote_port_qual;
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+
+    DAT_EP_PARAM c{}, s{};
+    ASSERT_DAT_OK(dat_ep_query(client.ep, DAT_EP_FIELD_ALL, &c));
+    ASSERT_DAT_OK(dat_ep_query(server.ep, DAT_EP_FIELD_ALL, &s));
+    // dat_ep_query(3DAT): remote address and port valid in CONNECTED.
+    EXPECT_EQ(c.remote_port_qual, port);
+    EXPECT_TRUE(is_loopback_v4(c.remote_ia_address_ptr));
+    EXPECT_TRUE(is_loopback_v4(s.remote_ia_address_ptr));
+    // dat_ep_connect(3DAT): the active Endpoint's Port Qualifier "is passed to the
+    // remote side ... available to the remote Consumer in the Connection Request".
+    EXPECT_EQ(c.local_port_qual, client_port_in_cr);
+    EXPECT_EQ(s.remote_port_qual, c.local_port_qual);
+    EXPECT_EQ(c.ia_handle, client.ia.ia);
+    EXPECT_EQ(c.pz_handle, client.ia.pz);
+    EXPECT_EQ(c.recv_evd_handle, client.recv_evd);
+    EXPECT_EQ(c.request_evd_handle, client.req_evd);
+    EXPECT_EQ(c.connect_evd_handle, client.conn_evd);
+}
+
+TEST_P(CmTest, ResetIsNoOpWhenUnconnectedAndInvalidWhenConnected) {
+    // dat_ep_reset(3DAT): "For Unconnected state, the operation is no-op ... the
+    // preposted Recvs are not affected by the call."
+    Buffer rbuf;
+    ASSERT_DAT_OK(rbuf.create(client.ia.ia, client.ia.pz, 4096));
+    DAT_LMR_TRIPLET iov = rbuf.iov(0, 4096);
+    ASSERT_DAT_OK(dat_ep_post_recv(client.ep, 1, &iov, cookie(0xC1), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_reset(client.ep));
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(client.recv_evd));
+
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // ... the preposted Recv is still there and receives.
+    Buffer sbuf;
+    ASSERT_DAT_OK(sbuf.create(server.ia.ia, server.ia.pz, 4096));
+    sbuf.fill(0x61);
+    DAT_LMR_TRIPLET siov = sbuf.iov(0, 100);
+    ASSERT_DAT_OK(dat_ep_post_send(server.ep, 1, &siov, cookie(1), DAT_COMPLETION_DEFAULT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(server.req_evd, 1));
+    EXPECT_TRUE(wait_dto_ok(client.recv_evd, 0xC1));
+    EXPECT_EQ(rbuf.mismatch(0, 100, 0x61, 0), -1);
+
+    // "Valid for both Disconnected and Unconnected states" only.
+    EXPECT_DAT_ERR(dat_ep_reset(client.ep), DAT_INVALID_STATE, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED);
+}
+
+TEST_P(CmTest, ResetThenReconnectTheSameEndpoints) {
+    Buffer sbuf, rbuf;
+    ASSERT_DAT_OK(sbuf.create(client.ia.ia, client.ia.pz, 4096));
+    ASSERT_DAT_OK(rbuf.create(server.ia.ia, server.ia.pz, 4096));
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        DAT_LMR_TRIPLET riov = rbuf.iov(0, 4096);
+        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &riov, cookie(100 + round), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        sbuf.fill(static_cast<unsigned char>(0x70 + round));
+        DAT_LMR_TRIPLET siov = sbuf.iov(0, 1000);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &siov, cookie(200 + round), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, 200 + round));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, 100 + round, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 1000u);
+        EXPECT_EQ(rbuf.mismatch(0, 1000, static_cast<unsigned char>(0x70 + round), 0), -1);
+        ASSERT_NO_FATAL_FAILURE(disconnect_pair(round % 2 ? server : client,
+                                                round == 1 ? DAT_CLOSE_ABRUPT_FLAG : DAT_CLOSE_GRACEFUL_FLAG));
+        ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+        ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+        ASSERT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+    }
+}
+
+TEST_P(CmTest, ConnectInWrongStateIsInvalidState) {
+    // dat_ep_connect(3DAT): DAT_INVALID_STATE "Endpoint was not in DAT_EP_STATE_UNCONNECTED state."
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_STATE, 0);
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    EXPECT_TRUE(no_event(server.cr_evd)); // the refused call sent nothing
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_STATE, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED);
+
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_STATE, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_TRUE(no_event(server.cr_evd));
+}
+
+// ---- private data limits ---------------------------------------------------------------
+
+TEST_P(CmTest, ConnectPrivateDataLargerThanMaxIsInvalidParameter) {
+    ASSERT_GE(max_private_data_size, 64);
+    auto pd = pdata(static_cast<size_t>(max_private_data_size) + 1, 0x55);
+    // dat_evd_wait(3DAT): "If the Consumer provides more data than ... max_private_data_size,
+    // DAT_INVALID_PARAMETER is returned for that operation."
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, max_private_data_size + 1,
+                                  pd.data(), DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(server.cr_evd));
+    // dat_ep_connect(3DAT): private_data_size "Must be nonnegative."
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, -1, pd.data(),
+                                  DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+    // The Endpoint is still usable.
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+}
+
+TEST_P(CmTest, AcceptPrivateDataLargerThanMaxIsInvalidParameterAndLeavesRequestPending) {
+    ASSERT_GE(max_private_data_size, 64);
+    auto pd = pdata(static_cast<size_t>(max_private_data_size) + 1, 0x66);
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    // dat_cr_accept(3DAT): DAT_INVALID_PARAMETER "The private_data_size or private_data
+    // parameter is invalid, out of range"; dat_evd_wait(3DAT) names dat_cr_accept too.
+    EXPECT_DAT_ERR(dat_cr_accept(cr, server.ep, max_private_data_size + 1, pd.data()), DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_cr_accept(cr, server.ep, -1, pd.data()), DAT_INVALID_PARAMETER, 0);
+    EXPECT_TRUE(no_event(client.conn_evd));
+    // "the operation fails without any effect on the local Endpoint, Pending
+    // Connection Request, private data, or remote Endpoint."
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 16, pd.data()));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.private_data_size, 16);
+}
+
+TEST_P(CmTest, AcceptOnConnectedEndpointFailsAndLeavesRequestPending) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // A second client Endpoint asks for a connection ...
+    DAT_EP_HANDLE cep2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&cep2, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(dat_ep_connect(cep2, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    // ... and the server offers its already connected Endpoint. dat_cr_accept(3DAT):
+    // "If the provided local Endpoint does not satisfy the requested Connection
+    // Request, the operation fails without any effect on the local Endpoint,
+    // Pending Connection Request, private data, or remote Endpoint."
+    EXPECT_NE(dat_cr_accept(cr, server.ep, 0, nullptr), DAT_SUCCESS);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_CONNECTED);
+    EXPECT_TRUE(no_event(client.conn_evd));
+    DAT_EP_HANDLE sep2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(server.create_ep_on(&sep2, server.recv_evd, server.req_evd, server.conn_evd));
+    ASSERT_DAT_OK(dat_cr_accept(cr, sep2, 0, nullptr));
+    DAT_EVENT ev{};
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, sep2);
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, cep2);
+    // The first connection is untouched.
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED);
+    dat_ep_free(cep2);
+    dat_ep_free(sep2);
+}
+
+} // namespace
+
+INSTANTIATE_OVER_IAS(CmTest);

@@ -1,0 +1,375 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Consumer Notification Object: dat_cno_create(3DAT), dat_cno_query(3DAT),
+// dat_cno_modify_agent(3DAT), dat_cno_wait(3DAT), dat_cno_free(3DAT), and its EVD side,
+// dat_evd_modify_cno(3DAT). Software events only, no connections.
+#include "conformance.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+using conformance::HandleKind;
+using conformance::no_agent;
+using conformance::software_event;
+using Clock = std::chrono::steady_clock;
+
+constexpr DAT_TIMEOUT kLongWaitUs = 5'000'000; // a wait the test expects to be released early
+constexpr auto kLetWaiterBlock = 150ms;        // only to give a waiter time to block
+
+// A junk value to see that dat_cno_wait writes its evd_handle output.
+DAT_EVD_HANDLE not_written() { return reinterpret_cast<DAT_EVD_HANDLE>(std::uintptr_t(0x5a5a5a5a)); }
+
+// Records OS Wait Proxy Agent invocations.
+struct AgentLog {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<std::pair<void *, DAT_EVD_HANDLE>> calls;
+
+    static void DAT_API record(DAT_PVOID instance, DAT_EVD_HANDLE evd) {
+        auto *log = static_cast<AgentLog *>(instance);
+        std::lock_guard<std::mutex> lock(log->mutex);
+        log->calls.emplace_back(instance, evd);
+        log->cv.notify_all();
+    }
+    DAT_OS_WAIT_PROXY_AGENT agent() { return DAT_OS_WAIT_PROXY_AGENT{this, &AgentLog::record}; }
+    bool wait_calls(std::size_t n, std::chrono::milliseconds limit) {
+        std::unique_lock<std::mutex> lock(mutex);
+        return cv.wait_for(lock, limit, [&] { return calls.size() >= n; });
+    }
+};
+
+void DAT_API other_agent_func(DAT_PVOID, DAT_EVD_HANDLE) {}
+
+::testing::AssertionResult has_no_agent(const DAT_CNO_PARAM &p) {
+    // dat_cno_query(3DAT): "A value of DAT_OS_WAIT_PROXY_AGENT_NULL in cno_param indicates that
+    // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type: NONE, AGENT
+    // with a NULL function, or FD (the CNO signals through a descriptor) all mean no agent.
+    if (p.proxy_type == DAT_PROXY_TYPE_NONE || p.proxy_type == DAT_PROXY_TYPE_FD ||
+        (p.proxy_type == DAT_PROXY_TYPE_AGENT && p.proxy.agent.proxy_agent_func == nullptr))
+        return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "proxy_type " << p.proxy_type << ", agent {instance_data "
+                                         << p.proxy.agent.instance_data << ", proxy_agent_func "
+                                         << reinterpret_cast<void *>(p.proxy.agent.proxy_agent_func) << "}";
+}
+
+class CnoTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override { ASSERT_DAT_OK(ia_.open(GetParam())); }
+
+    DAT_CNO_HANDLE make_cno(DAT_OS_WAIT_PROXY_AGENT agent = no_agent()) {
+        DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+        DAT_RETURN r = dat_cno_create(ia_.ia, agent, &cno);
+        EXPECT_EQ(r, DAT_SUCCESS) << "dat_cno_create -> " << conformance::ret_text(r);
+        return cno;
+    }
+    DAT_EVD_HANDLE make_evd(DAT_CNO_HANDLE cno) {
+        DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+        DAT_RETURN r = dat_evd_create(ia_.ia, 8, cno, DAT_EVD_SOFTWARE_FLAG, &evd);
+        EXPECT_EQ(r, DAT_SUCCESS) << "dat_evd_create -> " << conformance::ret_text(r);
+        return evd;
+    }
+    DAT_CNO_PARAM query(DAT_CNO_HANDLE cno) {
+        DAT_CNO_PARAM p{};
+        DAT_RETURN r = dat_cno_query(cno, DAT_CNO_FIELD_ALL, &p);
+        EXPECT_EQ(r, DAT_SUCCESS) << "dat_cno_query -> " << conformance::ret_text(r);
+        return p;
+    }
+    static void post(DAT_EVD_HANDLE evd, std::uintptr_t n) {
+        DAT_EVENT ev = software_event(reinterpret_cast<void *>(n));
+        ASSERT_DAT_OK(dat_evd_post_se(evd, &ev));
+    }
+    // A thread blocked in dat_cno_wait; the result is (return code, evd_handle).
+    static std::future<std::pair<DAT_RETURN, DAT_EVD_HANDLE>> start_wait(DAT_CNO_HANDLE cno,
+                                                                         DAT_TIMEOUT timeout) {
+        return std::async(std::launch::async, [cno, timeout] {
+            DAT_EVD_HANDLE evd = not_written();
+            DAT_RETURN r = dat_cno_wait(cno, timeout, &evd);
+            return std::make_pair(r, evd);
+        });
+    }
+
+    conformance::OpenIa ia_;
+};
+
+TEST_P(CnoTest, CreateQueryFree) {
+    DAT_CNO_HANDLE cno = make_cno();
+    ASSERT_NE(cno, DAT_HANDLE_NULL);
+    DAT_HANDLE_TYPE type{};
+    EXPECT_DAT_OK(dat_get_handle_type(cno, &type));
+    EXPECT_EQ(type, DAT_HANDLE_TYPE_CNO);
+    DAT_CNO_PARAM p = query(cno);
+    EXPECT_EQ(p.ia_handle, ia_.ia);
+    EXPECT_TRUE(has_no_agent(p));
+    ASSERT_DAT_OK(dat_cno_free(cno));
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_query(cno, DAT_CNO_FIELD_ALL, &p), HandleKind::Cno);
+}
+
+TEST_P(CnoTest, CreateWithAgentIsReportedByQuery) {
+    AgentLog log;
+    DAT_CNO_HANDLE cno = make_cno(log.agent());
+    ASSERT_NE(cno, DAT_HANDLE_NULL);
+    DAT_CNO_PARAM p = query(cno);
+    EXPECT_EQ(p.proxy_type, DAT_PROXY_TYPE_AGENT);
+    EXPECT_EQ(p.proxy.agent.instance_data, &log);
+    EXPECT_EQ(p.proxy.agent.proxy_agent_func, &AgentLog::record);
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, ModifyAgentIsReportedByQuery) {
+    DAT_CNO_HANDLE cno = make_cno();
+    int instance = 0;
+    // dat_cno_modify_agent(3DAT) replaces the agent; DAT_OS_WAIT_PROXY_AGENT_NULL removes it.
+    ASSERT_DAT_OK(dat_cno_modify_agent(cno, DAT_OS_WAIT_PROXY_AGENT{&instance, &other_agent_func}));
+    DAT_CNO_PARAM p = query(cno);
+    EXPECT_EQ(p.proxy_type, DAT_PROXY_TYPE_AGENT);
+    EXPECT_EQ(p.proxy.agent.instance_data, &instance);
+    EXPECT_EQ(p.proxy.agent.proxy_agent_func, &other_agent_func);
+    ASSERT_DAT_OK(dat_cno_modify_agent(cno, no_agent()));
+    EXPECT_TRUE(has_no_agent(query(cno)));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, WaitTimesOutWithQueueEmptyAndNullEvd) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno); // one EVD feeding it, never posted to
+    DAT_EVD_HANDLE fired = not_written();
+    const auto start = Clock::now();
+    // dat_cno_wait(3DAT): DAT_QUEUE_EMPTY "The operation timed out without a notification";
+    // "On a timeout, evd_handle is explicitly set to a null handle."
+    EXPECT_DAT_ERR(dat_cno_wait(cno, 200'000, &fired), DAT_QUEUE_EMPTY, 0);
+    const auto elapsed = Clock::now() - start;
+    EXPECT_EQ(fired, DAT_HANDLE_NULL);
+    EXPECT_GE(elapsed, 190ms) << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
+    EXPECT_LT(elapsed, 2s) << std::chrono::duration_cast<std::chrono::milliseconds>(elapsed).count() << " ms";
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, EvdCreatedWithTheCnoTriggersTheWait) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    auto waiter = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    ASSERT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "dat_cno_wait returned early";
+    post(evd, 1);
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready) << "software event did not trigger the CNO";
+    auto [r, fired] = waiter.get();
+    EXPECT_EQ(r, DAT_SUCCESS) << conformance::ret_text(r);
+    EXPECT_EQ(fired, evd);
+    // dat_evd_modify_cno(3DAT): the events causing the unblocking "are present on the EVD".
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(dat_evd_dequeue(evd, &ev));
+    EXPECT_EQ(ev.event_data.software_event_data.pointer, reinterpret_cast<void *>(1));
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, EvdAttachedByModifyCnoTriggersTheWait) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(DAT_HANDLE_NULL);
+    // dat_evd_modify_cno(3DAT): "Upon completion of the dat_evd_modify_cno() operation, the
+    // passed IN new CNO is used for notification."
+    ASSERT_DAT_OK(dat_evd_modify_cno(evd, cno));
+    DAT_EVD_PARAM ep{};
+    ASSERT_DAT_OK(dat_evd_query(evd, DAT_EVD_FIELD_CNO, &ep));
+    EXPECT_EQ(ep.cno_handle, cno);
+    auto waiter = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    post(evd, 1);
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready) << "software event did not trigger the CNO";
+    auto [r, fired] = waiter.get();
+    EXPECT_EQ(r, DAT_SUCCESS) << conformance::ret_text(r);
+    EXPECT_EQ(fired, evd);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, DetachedEvdNoLongerTriggers) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    DAT_EVD_HANDLE other = make_evd(cno); // keeps the CNO associated with an EVD
+    ASSERT_DAT_OK(dat_evd_modify_cno(evd, DAT_HANDLE_NULL));
+    auto waiter = start_wait(cno, 400'000);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    post(evd, 1);
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready);
+    auto [r, fired] = waiter.get();
+    EXPECT_DAT_ERR(r, DAT_QUEUE_EMPTY, 0);
+    EXPECT_EQ(fired, DAT_HANDLE_NULL);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_evd_free(other));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, DisabledEvdDoesNotTrigger) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    ASSERT_DAT_OK(dat_evd_disable(evd));
+    auto waiter = start_wait(cno, 400'000);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    post(evd, 1);
+    // dat_cno_wait(3DAT): "An Event Dispatcher that is disabled ... does not deliver notifications."
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready);
+    auto [r, fired] = waiter.get();
+    EXPECT_DAT_ERR(r, DAT_QUEUE_EMPTY, 0);
+    EXPECT_EQ(fired, DAT_HANDLE_NULL);
+    // dat_evd_enable(3DAT): enabled again, the arrival of an event triggers the CNO.
+    ASSERT_DAT_OK(dat_evd_enable(evd));
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(dat_evd_dequeue(evd, &ev)); // the event that did not notify
+    auto second = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    post(evd, 2);
+    ASSERT_EQ(second.wait_for(3s), std::future_status::ready) << "enabled EVD did not trigger";
+    auto [r2, fired2] = second.get();
+    EXPECT_EQ(r2, DAT_SUCCESS) << conformance::ret_text(r2);
+    EXPECT_EQ(fired2, evd);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, DirectEvdWaiterPreemptsTheCno) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    auto evd_waiter = std::async(std::launch::async, [evd] {
+        DAT_EVENT ev{};
+        DAT_COUNT nmore = 0;
+        return dat_evd_wait(evd, kLongWaitUs, 1, &ev, &nmore);
+    });
+    auto cno_waiter = start_wait(cno, 600'000);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    post(evd, 1);
+    // dat_evd_wait(3DAT): "The CNO associated with the evd_handle() is not triggered upon event
+    // arrival if there is a Consumer blocked on dat_evd_wait() on this Event Dispatcher."
+    ASSERT_EQ(evd_waiter.wait_for(3s), std::future_status::ready);
+    EXPECT_EQ(evd_waiter.get(), DAT_SUCCESS);
+    ASSERT_EQ(cno_waiter.wait_for(3s), std::future_status::ready);
+    auto [r, fired] = cno_waiter.get();
+    EXPECT_DAT_ERR(r, DAT_QUEUE_EMPTY, 0);
+    EXPECT_EQ(fired, DAT_HANDLE_NULL);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, AgentIsInvokedWhenTriggered) {
+    AgentLog log;
+    DAT_CNO_HANDLE cno = make_cno(log.agent());
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    post(evd, 1);
+    // dat_cno_create(3DAT): the agent "is invoked when the CNO is triggered".
+    ASSERT_TRUE(log.wait_calls(1, 3000ms)) << "the OS Wait Proxy Agent was not invoked";
+    {
+        std::lock_guard<std::mutex> lock(log.mutex);
+        EXPECT_EQ(log.calls[0].first, &log);
+        EXPECT_EQ(log.calls[0].second, evd);
+    }
+    // dat_cno_create(3DAT): "After it is invoked, it is no longer associated with the CNO."
+    EXPECT_TRUE(has_no_agent(query(cno)));
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, FreeWhileAnEvdReferencesItIsInvalidState) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    // dat_cno_free(3DAT): "A CNO cannot be deleted while it is referenced by an Event
+    // Dispatcher" -> DAT_INVALID_STATE.
+    EXPECT_DAT_ERR(dat_cno_free(cno), DAT_INVALID_STATE, 0);
+    ASSERT_DAT_OK(dat_evd_modify_cno(evd, DAT_HANDLE_NULL));
+    // Attached by dat_evd_modify_cno counts the same.
+    DAT_EVD_HANDLE evd2 = make_evd(DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_evd_modify_cno(evd2, cno));
+    EXPECT_DAT_ERR(dat_cno_free(cno), DAT_INVALID_STATE, 0);
+    EXPECT_DAT_OK(dat_evd_free(evd2));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+    EXPECT_DAT_OK(dat_evd_free(evd));
+}
+
+TEST_P(CnoTest, FreeWhileAThreadWaitsIsInvalidState) {
+    DAT_CNO_HANDLE cno = make_cno();
+    auto waiter = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    ASSERT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "dat_cno_wait returned early";
+    // dat_cno_free(3DAT): "... or while a thread is blocked on it" -> DAT_INVALID_STATE.
+    EXPECT_DAT_ERR(dat_cno_free(cno), DAT_INVALID_STATE, 0);
+    // dat_cno_free(3DAT) USAGE: unblock the waiter through a temporary software EVD.
+    DAT_EVD_HANDLE temp = make_evd(DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_evd_modify_cno(temp, cno));
+    post(temp, 1);
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready) << "the temporary EVD did not unblock the CNO";
+    auto [r, fired] = waiter.get();
+    EXPECT_EQ(r, DAT_SUCCESS) << conformance::ret_text(r);
+    EXPECT_EQ(fired, temp);
+    ASSERT_DAT_OK(dat_evd_modify_cno(temp, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+    EXPECT_DAT_OK(dat_evd_free(temp));
+}
+
+TEST_P(CnoTest, FreeingItsLastEvdUnblocksTheWaiterWithNullEvd) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    auto waiter = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    ASSERT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "dat_cno_wait returned early";
+    ASSERT_DAT_OK(dat_evd_free(evd));
+    // dat_cno_wait(3DAT): waiters "are unblocked with the NULL handle returns for an unblocking
+    // EVD evd_handle when the IA instance is destroyed or when all EVDs the CNO is associated
+    // with are freed."
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready) << "freeing the last EVD did not unblock the CNO";
+    auto [r, fired] = waiter.get();
+    EXPECT_EQ(fired, DAT_HANDLE_NULL) << "returned " << conformance::ret_text(r);
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+TEST_P(CnoTest, AbruptIaCloseUnblocksTheWaiterWithNullEvd) {
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_ia_open(conformance::ia_name_ptr(GetParam()), 8, &async, &ia));
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_create(ia, no_agent(), &cno));
+    DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &evd));
+    auto waiter = start_wait(cno, kLongWaitUs);
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    ASSERT_EQ(waiter.wait_for(0s), std::future_status::timeout) << "dat_cno_wait returned early";
+    ASSERT_DAT_OK(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG));
+    // dat_ia_close(3DAT): "All the waiters on all CNOs ... are unblocked with the
+    // DAT_HANDLE_NULL handle returns for an unblocking EVD."
+    ASSERT_EQ(waiter.wait_for(3s), std::future_status::ready) << "the abrupt close did not unblock the CNO";
+    auto [r, fired] = waiter.get();
+    EXPECT_EQ(fired, DAT_HANDLE_NULL) << "returned " << conformance::ret_text(r);
+}
+
+TEST_P(CnoTest, BadArguments) {
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    // dat_cno_create(3DAT): DAT_INVALID_HANDLE "The ia_handle parameter is invalid";
+    // DAT_INVALID_PARAMETER "One of the parameters was invalid".
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_create(DAT_HANDLE_NULL, no_agent(), &cno), HandleKind::Ia);
+    EXPECT_DAT_ERR(dat_cno_create(ia_.ia, no_agent(), nullptr), DAT_INVALID_PARAMETER, 0);
+    cno = make_cno();
+    DAT_EVD_HANDLE fired = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_cno_wait(cno, 0, nullptr), DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_wait(DAT_HANDLE_NULL, 0, &fired), HandleKind::Cno);
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_modify_agent(DAT_HANDLE_NULL, no_agent()), HandleKind::Cno);
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_modify_agent(ia_.pz, no_agent()), HandleKind::Cno);
+    // dat_evd_modify_cno(3DAT): DAT_INVALID_HANDLE "Invalid DAT handle" -- a PZ as the CNO.
+    DAT_EVD_HANDLE evd = make_evd(DAT_HANDLE_NULL);
+    EXPECT_DAT_INVALID_HANDLE(dat_evd_modify_cno(evd, ia_.pz), HandleKind::Cno);
+    DAT_EVD_PARAM ep{};
+    ASSERT_DAT_OK(dat_evd_query(evd, DAT_EVD_FIELD_CNO, &ep));
+    EXPECT_EQ(ep.cno_handle, DAT_HANDLE_NULL) << "a refused modify_cno changed the EVD";
+    EXPECT_DAT_OK(dat_evd_free(evd));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+INSTANTIATE_OVER_IAS(CnoTest);
+
+} // namespace

@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Disconnect and Endpoint destruction, per dat_ep_disconnect(3DAT) and
+// dat_ep_free(3DAT): DISCONNECTED on both sides, flushing of preposted
+// receives in posting order, ordering on a shared EVD, disconnect and free in
+// every state, and posting after the disconnect.
+#include "connected.hpp"
+
+#include <algorithm>
+#include <vector>
+
+using namespace conformance;
+
+namespace {
+
+constexpr DAT_MEM_PRIV_FLAGS kLocalRw =
+    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
+
+class DisconnectTest : public ConnectedTest {
+protected:
+    // Posts `n` 256-byte receives with cookies first, first+1, ...
+    void post_recvs(Side &s, Buffer &b, int n, DAT_UINT64 first) {
+        ASSERT_DAT_OK(b.create(s.ia.ia, s.ia.pz, 256 * static_cast<size_t>(n), kLocalRw));
+        for (int i = 0; i < n; ++i) {
+            DAT_LMR_TRIPLET t = b.iov(256 * i, 256);
+            ASSERT_DAT_OK(dat_ep_post_recv(s.ep, 1, &t, cookie(first + i), DAT_COMPLETION_DEFAULT_FLAG));
+        }
+    }
+    // The next `n` events on `evd` are DAT_DTO_ERR_FLUSHED completions with
+    // cookies first, first+1, ... (posting order).
+    void expect_flushed_in_order(DAT_EVD_HANDLE evd, int n, DAT_UINT64 first) {
+        for (int i = 0; i < n; ++i) {
+            DAT_EVENT ev{};
+            ASSERT_TRUE(wait_dto(evd, &ev)) << "receive " << i << " was not flushed";
+            const auto &d = ev.event_data.dto_completion_event_data;
+            EXPECT_EQ(d.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+            EXPECT_EQ(d.user_cookie.as_64, first + i) << "flushed out of posting order: " << event_text(ev);
+        }
+    }
+    // A connection request that the server must take somehow after the
+    // active side gave up: accept may fail, end in ACCEPT_COMPLETION_ERROR,
+    // or be ESTABLISHED and then end; it must never leave things hanging.
+    void server_accept_after_client_gave_up(DAT_CR_HANDLE cr) {
+        DAT_RETURN r = dat_cr_accept(cr, server.ep, 0, nullptr);
+        if (r != DAT_SUCCESS)
+            return;
+        DAT_EVENT ev{};
+        ASSERT_DAT_OK(next_event(server.conn_evd, &ev));
+        if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
+            EXPECT_TRUE(wait_connection_end(server.conn_evd)) << "server connected to an aborted peer and stays so";
+        else
+            EXPECT_EQ(ev.event_number, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR) << event_text(ev);
+    }
+
+    void disconnect_during_active_pending(DAT_CLOSE_FLAGS flag) {
+        Buffer b;
+        ASSERT_NO_FATAL_FAILURE(post_recvs(client, b, 3, 0x600));
+        ASSERT_NO_FATAL_FAILURE(client_connect());
+        DAT_CR_HANDLE cr = server_wait_cr(); // pending at the server: not accepted
+        ASSERT_NE(cr, DAT_HANDLE_NULL);
+        ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+        ASSERT_DAT_OK(dat_ep_disconnect(client.ep, flag));
+        // dat_ep_disconnect(3DAT): "Both abrupt and graceful disconnect of the Endpoint
+        // during connection establishment, DAT_EP_STATE_ACTIVE_CONNECTION_PENDING ...
+        // "aborts" the connection establishment and transitions the local Endpoint into
+        // DAT_EP_STATE_DISCONNECTED. That causes preposted Recv DTOs to be flushed to
+        // recv_evd_handle." Its completion is a DISCONNECTED event.
+        EXPECT_TRUE(ep_state_becomes(client.ep, DAT_EP_STATE_DISCONNECTED));
+        expect_flushed_in_order(client.recv_evd, 3, 0x600);
+        EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+        ASSERT_NO_FATAL_FAILURE(server_accept_after_client_gave_up(cr));
+        EXPECT_TRUE(no_event(client.conn_evd)) << "the aborted connection must not be established";
+        EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    }
+};
+
+// ---- DISCONNECTED on both sides -----------------------------------------------------------
+
+TEST_P(DisconnectTest, GracefulDisconnectGivesDisconnectedOnBothSides) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    DAT_EVENT ev{};
+    // dat_ep_disconnect(3DAT): completion "reported ... through a
+    // DAT_CONNECTION_EVENT_DISCONNECTED event on connect_evd_handle"; state DISCONNECTED.
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, client.ep);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, server.ep);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_TRUE(no_event(client.conn_evd));
+    EXPECT_TRUE(no_event(server.conn_evd));
+}
+
+TEST_P(DisconnectTest, AbruptDisconnectGivesDisconnectedOnBothSides) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, server.ep);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_DISCONNECTED);
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, client.ep);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+}
+
+TEST_P(DisconnectTest, InvalidDisconnectFlagsAreInvalidParameter) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // dat_ep_disconnect(3DAT): DAT_INVALID_PARAMETER "The disconnect_flags parameter is invalid."
+    EXPECT_DAT_ERR(dat_ep_disconnect(client.ep, static_cast<DAT_CLOSE_FLAGS>(0x7)), DAT_INVALID_PARAMETER, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED);
+    EXPECT_TRUE(no_event(server.conn_evd));
+}
+
+// ---- flushing of preposted receives ----------------------------------------------------------
+
+TEST_P(DisconnectTest, LocalGracefulDisconnectFlushesReceivesInPostingOrder) {
+    Buffer b;
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(post_recvs(server, b, 5, 0x100));
+    ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    // dat_ep_disconnect(3DAT): "Upon disconnect, all outstanding and in-progress DTOs
+    // ... must be completed", presented "through a DTO completion Event Stream of the
+    // recv_evd_handle".
+    expect_flushed_in_order(server.recv_evd, 5, 0x100);
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+}
+
+TEST_P(DisconnectTest, LocalAbruptDisconnectFlushesReceivesInPostingOrder) {
+    Buffer b;
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(post_recvs(server, b, 5, 0x200));
+    ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
+    // "For abrupt disconnect, all outstanding DTOs ... are completed unsuccessfully".
+    expect_flushed_in_order(server.recv_evd, 5, 0x200);
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+}
+
+TEST_P(DisconnectTest, RemoteDisconnectFlushesReceivesInPostingOrder) {
+    Buffer b, cb;
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(post_recvs(server, b, 5, 0x300));
+    ASSERT_NO_FATAL_FAILURE(post_recvs(client, cb, 3, 0x380));
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    expect_flushed_in_order(client.recv_evd, 3, 0x380);
+    expect_flushed_in_order(server.recv_evd, 5, 0x300);
+    DAT_EP_STATE st{};
+    DAT_BOOLEAN recv_idle = DAT_FALSE, req_idle = DAT_FALSE;
+    ASSERT_DAT_OK(dat_ep_get_status(server.ep, &st, &recv_idle, &req_idle));
+    EXPECT_EQ(st, DAT_EP_STATE_DISCONNECTED);
+    EXPECT_EQ(recv_idle, DAT_TRUE);
+}
+
+// ---- ordering on a shared EVD -----------------------------------------------------------------
+
+TEST_P(DisconnectTest, SharedEvdSuccessfulCompletionsPrecedeDisconnected) {
+    constexpr int kSends = 16, kRecvs = 20;
+    constexpr size_t kMsg = 16 * 1024;
+    // One EVD per side for connection events, receives and requests.
+    client.free_ep();
+    server.free_ep();
+    DAT_EVD_HANDLE cevd = DAT_HANDLE_NULL, sevd = DAT_HANDLE_NULL;
+    const auto flags = static_cast<DAT_EVD_FLAGS>(DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG);
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 512, DAT_HANDLE_NULL, flags, &cevd));
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, 512, DAT_HANDLE_NULL, flags, &sevd));
+    // dat_ep_create(3DAT): on an EVD that other streams feed "only
+    // DAT_COMPLETION_THRESHOLD is valid for Request/Recv Completion Flags".
+    DAT_EP_ATTR ca = suite_ep_attr(client.ia.ia), sa = suite_ep_attr(server.ia.ia);
+    ca.recv_completion_flags = ca.request_completion_flags = DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+    sa.recv_completion_flags = sa.request_completion_flags = DAT_COMPLETION_EVD_THRESHOLD_FLAG;
+    ASSERT_DAT_OK(client.create_ep_on(&client.ep, cevd, cevd, cevd, &ca));
+    ASSERT_DAT_OK(server.create_ep_on(&server.ep, sevd, sevd, sevd, &sa));
+
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, kMsg * kSends, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, kMsg * kRecvs, kLocalRw));
+    s.fill(0x3C);
+    for (int i = 0; i < kRecvs; ++i) {
+        DAT_LMR_TRIPLET t = r.iov(kMsg * i, kMsg);
+        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &t, cookie(1000 + i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(sevd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(cevd, DAT_CONNECTION_EVENT_ESTABLISHED));
+
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = s.iov(kMsg * i, kMsg);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+
+    // Collects one side's events up to DISCONNECTED, then whatever follows.
+    auto collect = [](DAT_EVD_HANDLE evd, std::vector<DAT_EVENT> &before, std::vector<DAT_EVENT> &after) {
+        for (;;) {
+            DAT_EVENT ev{};
+            DAT_RETURN w = next_event(evd, &ev);
+            ASSERT_EQ(w, DAT_SUCCESS) << "no DISCONNECTED: " << ret_text(w);
+            if (ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED)
+                break;
+            ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT) << event_text(ev);
+            before.push_back(ev);
+        }
+        DAT_EVENT ev{};
+        while (next_event(evd, &ev, kQuietTimeoutUs) == DAT_SUCCESS)
+            after.push_back(ev);
+    };
+    std::vector<DAT_EVENT> cb, ca_, sb, sa_;
+    ASSERT_NO_FATAL_FAILURE(collect(cevd, cb, ca_));
+    ASSERT_NO_FATAL_FAILURE(collect(sevd, sb, sa_));
+
+    // dat_ep_disconnect(3DAT): "If the same EVD is used for connect_evd_handle and any
+    // recv_evd_handle and request_evd_handle, all successful Completion events of
+    // in-progress DTOs precede the Disconnect Completion event."
+    for (const auto *after : {&ca_, &sa_})
+        for (const auto &ev : *after) {
+            const char *side = after == &ca_ ? "client" : "server";
+            if (ev.event_number != DAT_DTO_COMPLETION_EVENT)
+                ADD_FAILURE() << side << ": second connection event after DISCONNECTED: " << event_text(ev);
+            else
+                EXPECT_NE(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS)
+                    << side << ": successful completion after DISCONNECTED: " << event_text(ev);
+        }
+    // "For graceful disconnect, all outstanding and in-progress request DTOs ... must
+    // try to be completed successfully first": over a healthy connection they do.
+    ASSERT_EQ(cb.size() + ca_.size(), static_cast<size_t>(kSends)) << "every send completes exactly once";
+    for (size_t i = 0; i < cb.size(); ++i) {
+        const auto &d = cb[i].event_data.dto_completion_event_data;
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << event_text(cb[i]);
+        EXPECT_EQ(d.user_cookie.as_64, i);
+    }
+    EXPECT_EQ(cb.size(), static_cast<size_t>(kSends));
+    // Server: the sends that completed arrived before DISCONNECTED, in order; the
+    // receives left over were flushed.
+    ASSERT_EQ(sb.size() + sa_.size(), static_cast<size_t>(kRecvs)) << "every receive completes exactly once";
+    size_t ok = 0;
+    for (const auto &ev : sb)
+        if (ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS) {
+            EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 1000 + ok);
+            EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, kMsg);
+            ++ok;
+        }
+    EXPECT_EQ(ok, cb.size()) << "successful sends vs successful receives";
+    EXPECT_EQ(r.mismatch(0, kMsg * ok, 0x3C, 0), -1);
+    client.free_ep();
+    server.free_ep();
+    // dat_ep_free(3DAT): freeing "destroys an Event Stream for each of the associated
+    // Event Dispatchers": nothing more arrives for the freed Endpoints.
+    EXPECT_TRUE(no_event(cevd)) << "event for a freed Endpoint";
+    EXPECT_TRUE(no_event(sevd)) << "event for a freed Endpoint";
+    EXPECT_DAT_OK(dat_evd_free(cevd));
+    EXPECT_DAT_OK(dat_evd_free(sevd));
+}
+
+TEST_P(DisconnectTest, GracefulDisconnectCompletesInFlightSendsSuccessfully) {
+    constexpr int kSends = 8;
+    const size_t msg = std::min<size_t>(256 * 1024, query_ep_attr(client.ep).max_message_size);
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, msg * kSends, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, msg * kSends, kLocalRw));
+    s.fill(0x4D);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = r.iov(msg * i, msg);
+        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &t, cookie(100 + i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = s.iov(msg * i, msg);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    // dat_ep_disconnect(3DAT): graceful: in-progress request DTOs "must try to be
+    // completed successfully first, before disconnect proceeds".
+    for (int i = 0; i < kSends; ++i)
+        EXPECT_TRUE(wait_dto_ok(client.req_evd, i));
+    for (int i = 0; i < kSends; ++i)
+        EXPECT_TRUE(wait_dto_ok(server.recv_evd, 100 + i));
+    EXPECT_EQ(r.mismatch(0, msg * kSends, 0x4D, 0), -1);
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+}
+
+TEST_P(DisconnectTest, AbruptDisconnectCompletesEveryDtoAndNoSuccessFollowsAFailure) {
+    constexpr int kSends = 32;
+    const size_t msg = std::min<size_t>(64 * 1024, query_ep_attr(client.ep).max_message_size);
+    Buffer s, r, cr;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, msg, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, msg * kSends, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(post_recvs(client, cr, 4, 0x500));
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = r.iov(msg * i, msg);
+        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &t, cookie(100 + i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = s.iov(0, msg);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    // dat_ep_disconnect(3DAT): "all outstanding DTOs ... are completed unsuccessfully,
+    // and in-progress DTOs ... can be completed successfully or unsuccessfully. If an
+    // in-progress DTO is completed unsuccessfully, all follow on in-progress DTOs in the
+    // same direction also must be completed unsuccessfully."
+    bool failed = false;
+    for (int i = 0; i < kSends; ++i) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "send " << i << " never completed";
+        const auto &d = ev.event_data.dto_completion_event_data;
+        EXPECT_EQ(d.user_cookie.as_64, static_cast<DAT_UINT64>(i)) << "completions out of order";
+        if (d.status != DAT_DTO_SUCCESS)
+            failed = true;
+        else
+            EXPECT_FALSE(failed) << "send " << i << " succeeded after an earlier send failed";
+    }
+    expect_flushed_in_order(client.recv_evd, 4, 0x500);
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    // Every server receive completes too (delivered, or flushed).
+    for (int i = 0; i < kSends; ++i) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(server.recv_evd, &ev)) << "server receive " << i << " never completed";
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, static_cast<DAT_UINT64>(100 + i));
+    }
+}
+
+// ---- disconnect in other states -------------------------------------------------------------
+
+TEST_P(DisconnectTest, DisconnectOfUnconnectedEndpointIsInvalidState) {
+    // dat_ep_disconnect(3DAT): "Disconnecting an Endpoint in DAT_EP_STATE_UNCONNECTED ... is disallowed."
+    EXPECT_DAT_ERR(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG), DAT_INVALID_STATE, 0);
+    EXPECT_DAT_ERR(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_STATE, 0);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(client.conn_evd));
+}
+
+TEST_P(DisconnectTest, DisconnectOfDisconnectedEndpointIsANoOp) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    // dat_ep_disconnect(3DAT): "Disconnecting an unconnected Disconnected Endpoint is no-op."
+    EXPECT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    EXPECT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_DISCONNECTED);
+    EXPECT_TRUE(no_event(client.conn_evd));
+    EXPECT_TRUE(no_event(server.conn_evd));
+}
+
+TEST_P(DisconnectTest, GracefulDisconnectDuringActiveConnectionPendingAbortsAndFlushes) {
+    disconnect_during_active_pending(DAT_CLOSE_GRACEFUL_FLAG);
+}
+
+TEST_P(DisconnectTest, AbruptDisconnectDuringActiveConnectionPendingAbortsAndFlushes) {
+    disconnect_during_active_pending(DAT_CLOSE_ABRUPT_FLAG);
+}
+
+// ---- posting after the disconnect ---------------------------------------------------------------
+
+TEST_P(DisconnectTest, DtosPostedAfterDisconnectAreFlushed) {
+    Buffer s, t;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 4096, DAT_MEM_PRIV_ALL_FLAG));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(server));
+    DAT_LMR_TRIPLET l = s.iov(0, 100);
+    DAT_RMR_TRIPLET rm = t.rmr(0, 100);
+    // dat_ep_post_send/rdma_write/rdma_read(3DAT): "The operation is valid for the
+    // Endpoint in the DAT_EP_STATE_CONNECTED and DAT_EP_STATE_DISCONNECTED states. If
+    // the operation returns successfully for the Endpoint in the DISCONNECTED state,
+    // the posted [DTO] is immediately flushed to request_evd_handle." DAT_INVALID_STATE
+    // is only for an Endpoint "not in the CONNECTED or DISCONNECTED state".
+    DAT_RETURN r1 = dat_ep_post_send(client.ep, 1, &l, cookie(1), DAT_COMPLETION_DEFAULT_FLAG);
+    DAT_RETURN r2 = dat_ep_post_rdma_write(client.ep, 1, &l, cookie(2), &rm, DAT_COMPLETION_DEFAULT_FLAG);
+    DAT_RETURN r3 = dat_ep_post_rdma_read(client.ep, 1, &l, cookie(3), &rm, DAT_COMPLETION_DEFAULT_FLAG);
+    // dat_ep_post_recv(3DAT): likewise "immediately flushed to recv_evd_handle".
+    DAT_RETURN r4 = dat_ep_post_recv(client.ep, 1, &l, cookie(4), DAT_COMPLETION_DEFAULT_FLAG);
+    EXPECT_EQ(r1, DAT_SUCCESS) << "post_send: " << ret_text(r1);
+    EXPECT_EQ(r2, DAT_SUCCESS) << "post_rdma_write: " << ret_text(r2);
+    EXPECT_EQ(r3, DAT_SUCCESS) << "post_rdma_read: " << ret_text(r3);
+    EXPECT_EQ(r4, DAT_SUCCESS) << "post_recv: " << ret_text(r4);
+    const DAT_RETURN posted[3] = {r1, r2, r3};
+    for (DAT_UINT64 ck = 1; ck <= 3; ++ck) {
+        if (posted[ck - 1] != DAT_SUCCESS)
+            continue;
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.req_evd, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, ck);
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+    }
+    if (r4 == DAT_SUCCESS) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.recv_evd, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+    }
+    EXPECT_TRUE(no_event(server.recv_evd));
+}
+
+// ---- dat_ep_free in every state -------------------------------------------------------------------
+
+TEST_P(DisconnectTest, FreeUnconnectedEndpointWithPostedReceives) {
+    Buffer b;
+    ASSERT_NO_FATAL_FAILURE(post_recvs(client, b, 3, 0x700));
+    ASSERT_DAT_OK(dat_ep_free(client.ep));
+    DAT_EP_HANDLE freed = client.ep;
+    client.ep = DAT_HANDLE_NULL;
+    // dat_ep_free(3DAT): "Use of the handle of the destroyed Endpoint in any subsequent
+    // operation except for the dat_ep_free() fails."
+    DAT_EP_STATE st{};
+    DAT_BOOLEAN a = DAT_FALSE, c = DAT_FALSE;
+    EXPECT_DAT_ERR(dat_ep_get_status(freed, &st, &a, &c), DAT_INVALID_HANDLE, 0);
+    // "The freeing of an Endpoint also destroys an Event Stream for each of the
+    // associated Event Dispatchers": nothing feeds them any more (dat_evd_free(3DAT)).
+    drain(client.recv_evd); // completions may or may not be there
+    for (DAT_EVD_HANDLE *e : {&client.recv_evd, &client.req_evd, &client.conn_evd}) {
+        EXPECT_DAT_OK(dat_evd_free(*e));
+        *e = DAT_HANDLE_NULL;
+    }
+}
+
+TEST_P(DisconnectTest, FreeConnectedEndpoint) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // dat_ep_free(3DAT): "The Endpoint can be destroyed in any Endpoint state except
+    // Reserved, Passive Connection Pending, and Tentative Connection Pending."
+    ASSERT_DAT_OK(dat_ep_free(client.ep));
+    client.ep = DAT_HANDLE_NULL;
+    // The connection is gone with it; the peer learns it.
+    EXPECT_TRUE(wait_connection_end(server.conn_evd));
+    EXPECT_TRUE(ep_state_becomes(server.ep, DAT_EP_STATE_DISCONNECTED));
+    // "The freeing of an Endpoint also destroys an Event Stream for each of the
+    // associated Event Dispatchers": the freed Endpoint reports nothing more.
+    EXPECT_TRUE(no_event(client.conn_evd)) << "event for a freed Endpoint";
+    EXPECT_TRUE(no_event(client.recv_evd)) << "event for a freed Endpoint";
+    EXPECT_TRUE(no_event(client.req_evd)) << "event for a freed Endpoint";
+}
+
+TEST_P(DisconnectTest, FreeDisconnectedEndpoint) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    EXPECT_DAT_OK(dat_ep_free(client.ep));
+    client.ep = DAT_HANDLE_NULL;
+    EXPECT_DAT_OK(dat_ep_free(server.ep));
+    server.ep = DAT_HANDLE_NULL;
+}
+
+TEST_P(DisconnectTest, FreeDuringActiveConnectionPendingAbortsTheConnection) {
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    // dat_ep_free(3DAT): "The destruction of the Endpoint during connection setup
+    // aborts connection establishment."
+    ASSERT_DAT_OK(dat_ep_free(client.ep));
+    client.ep = DAT_HANDLE_NULL;
+    ASSERT_NO_FATAL_FAILURE(server_accept_after_client_gave_up(cr));
+}
+
+TEST_P(DisconnectTest, FreeOrDisconnectReservedEndpointIsInvalidState) {
+    DAT_CONN_QUAL q = unused_conn_qual();
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    DAT_RETURN r = dat_rsp_create(server.ia.ia, q, server.ep, server.cr_evd, &rsp);
+    if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED || DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED)
+        GTEST_SKIP() << "provider has no Reserved Service Points: " << ret_text(r);
+    ASSERT_DAT_OK(r);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_RESERVED);
+    // dat_ep_free(3DAT): DAT_INVALID_STATE "The Endpoint is in DAT_EP_STATE_RESERVED ..."
+    EXPECT_DAT_ERR(dat_ep_free(server.ep), DAT_INVALID_STATE, 0);
+    // dat_ep_disconnect(3DAT): disconnecting in RESERVED "is disallowed".
+    EXPECT_DAT_ERR(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_STATE, 0);
+    // "the Consumer shall first destroy the associated Reserved Service Point that
+    // transitions the Endpoint into the Unconnected state where the Endpoint can be destroyed."
+    ASSERT_DAT_OK(dat_rsp_free(rsp));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_DAT_OK(dat_ep_free(server.ep));
+    server.ep = DAT_HANDLE_NULL;
+}
+
+TEST_P(DisconnectTest, FreeOrDisconnectPassiveConnectionPendingEndpointIsInvalidState) {
+    DAT_CONN_QUAL q = unused_conn_qual();
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    DAT_RETURN r = dat_rsp_create(server.ia.ia, q, server.ep, server.cr_evd, &rsp);
+    if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED || DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED)
+        GTEST_SKIP() << "provider has no Reserved Service Points: " << ret_text(r);
+    ASSERT_DAT_OK(r);
+    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), q, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
+    DAT_CR_PARAM p{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p));
+    EXPECT_EQ(p.local_ep_handle, server.ep);
+    // dat_rsp_create(3DAT): "The Local Endpoint is transitioned from Reserved to
+    // Passive Connection Pending state."
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_PASSIVE_CONNECTION_PENDING) << ep_state_name(ep_state(server.ep));
+    // dat_ep_free(3DAT) / dat_ep_disconnect(3DAT): disallowed in PASSIVE_CONNECTION_PENDING.
+    EXPECT_DAT_ERR(dat_ep_free(server.ep), DAT_INVALID_STATE, 0);
+    EXPECT_DAT_ERR(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_STATE, 0);
+    // "the Consumer shall first reject the associated Connection Request that
+    // transitions the Endpoint into the Unconnected state".
+    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED) << ep_state_name(ep_state(server.ep));
+    EXPECT_DAT_OK(dat_ep_free(server.ep));
+    server.ep = DAT_HANDLE_NULL;
+    dat_rsp_free(rsp);
+}
+
+TEST_P(DisconnectTest, FreeOrDisconnectTentativeConnectionPendingEndpointIsInvalidState) {
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE ppsp = DAT_HANDLE_NULL;
+    DAT_RETURN r = dat_psp_create_any(server.ia.ia, &q, server.cr_evd, DAT_PSP_PROVIDER_FLAG, &ppsp);
+    // dat_psp_create_any(3DAT): "If the Provider cannot satisfy the request, the
+    // operation shall fail and DAT_MODEL_NOT_SUPPORTED is returned."
+    if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED || DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED)
+        GTEST_SKIP() << "provider does not create Endpoints for PSPs: " << ret_text(r);
+    ASSERT_DAT_OK(r);
+    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), q, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
+    DAT_CR_PARAM p{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p));
+    ASSERT_NE(p.local_ep_handle, DAT_HANDLE_NULL) << "DAT_PSP_PROVIDER_FLAG: the request carries an Endpoint";
+    DAT_EP_HANDLE tep = p.local_ep_handle;
+    EXPECT_EQ(ep_state(tep), DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING) << ep_state_name(ep_state(tep));
+    // dat_ep_free(3DAT): DAT_INVALID_STATE in TENTATIVE_CONNECTION_PENDING;
+    // dat_ep_disconnect(3DAT): disallowed there.
+    EXPECT_DAT_ERR(dat_ep_free(tep), DAT_INVALID_STATE, 0);
+    EXPECT_DAT_ERR(dat_ep_disconnect(tep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_STATE, 0);
+    // "the Consumer shall reject the associated Connection Request that transitions the
+    // Endpoint back to Provider control".
+    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
+    EXPECT_DAT_OK(dat_psp_free(ppsp));
+}
+
+} // namespace
+
+INSTANTIATE_OVER_IAS(DisconnectTest);

@@ -1,0 +1,782 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Data transfer: send/recv with one and several segments, cookies, receives
+// posted before the connection, RDMA write and read, completion flags
+// (suppress, solicited wait, barrier fence), length errors, queue limits,
+// bad local triplets, and a long in-order message stream.
+#include "connected.hpp"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <vector>
+
+using namespace conformance;
+
+namespace {
+
+constexpr DAT_MEM_PRIV_FLAGS kLocalRw =
+    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
+constexpr unsigned char kCanary = 0xEE;
+
+class DtoTest : public ConnectedTest {
+protected:
+    void SetUp() override {
+        ConnectedTest::SetUp();
+        if (HasFatalFailure())
+            return;
+        cattr = query_ep_attr(client.ep);
+        sattr = query_ep_attr(server.ep);
+    }
+
+    DAT_RETURN send(DAT_EP_HANDLE ep, const Buffer &b, size_t off, size_t len, DAT_UINT64 ck,
+                    DAT_COMPLETION_FLAGS fl = DAT_COMPLETION_DEFAULT_FLAG) {
+        DAT_LMR_TRIPLET t = b.iov(off, len);
+        return dat_ep_post_send(ep, 1, &t, cookie(ck), fl);
+    }
+    DAT_RETURN recv(DAT_EP_HANDLE ep, const Buffer &b, size_t off, size_t len, DAT_UINT64 ck) {
+        DAT_LMR_TRIPLET t = b.iov(off, len);
+        return dat_ep_post_recv(ep, 1, &t, cookie(ck), DAT_COMPLETION_DEFAULT_FLAG);
+    }
+
+    // A local triplet the provider must refuse: either synchronously with one
+    // of `sync_ok`, or by completing the DTO with DAT_DTO_ERR_LOCAL_PROTECTION
+    // on `evd`. Never a successful completion.
+    void expect_refused(DAT_RETURN r, std::initializer_list<DAT_RETURN> sync_ok, DAT_EVD_HANDLE evd,
+                        DAT_UINT64 ck) {
+        if (r != DAT_SUCCESS) {
+            bool ok = std::any_of(sync_ok.begin(), sync_ok.end(),
+                                  [&](DAT_RETURN t) { return DAT_GET_TYPE(r) == DAT_GET_TYPE(t); });
+            EXPECT_TRUE(ok) << "post returned " << ret_text(r);
+            return;
+        }
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(evd, &ev)) << "the post was accepted, so the DTO must complete with an error";
+        const auto &d = ev.event_data.dto_completion_event_data;
+        EXPECT_EQ(d.user_cookie.as_64, ck);
+        EXPECT_EQ(d.status, DAT_DTO_ERR_LOCAL_PROTECTION) << event_text(ev);
+    }
+
+    // Nothing arrived successfully at the server's receive queue.
+    void expect_no_successful_recv() {
+        DAT_EVENT ev{};
+        if (next_event(server.recv_evd, &ev, kQuietTimeoutUs) == DAT_SUCCESS)
+            EXPECT_NE(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS)
+                << "data from a refused local triplet reached the peer: " << event_text(ev);
+    }
+
+    DAT_EP_ATTR cattr{}, sattr{};
+};
+
+// ---- send / recv ------------------------------------------------------------------
+
+TEST_P(DtoTest, SendRecvOneSegment) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 8192, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 8192, kLocalRw));
+    s.fill(0x01);
+    r.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x1111));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 1000, 0x2222));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x2222, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.ep_handle, client.ep);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, DAT_DTO_SEND);
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x1111, &ev));
+    const auto &d = ev.event_data.dto_completion_event_data;
+    EXPECT_EQ(d.ep_handle, server.ep);
+    EXPECT_EQ(d.operation, DAT_DTO_RECEIVE);
+    EXPECT_EQ(d.transfered_length, 1000u);
+    EXPECT_EQ(r.mismatch(0, 1000, 0x01, 0), -1);
+    EXPECT_EQ(r.mismatch_byte(4096, 4096, kCanary), -1) << "written outside the receive buffer";
+}
+
+TEST_P(DtoTest, SendGatherAndRecvScatterOverSeveralSegmentsAndLmrs) {
+    if (cattr.max_request_iov < 3 || sattr.max_recv_iov < 4)
+        GTEST_SKIP() << "endpoint IOV limits too small: request " << cattr.max_request_iov << ", recv "
+                     << sattr.max_recv_iov;
+    Buffer s1, s2, r1, r2;
+    ASSERT_DAT_OK(s1.create(client.ia.ia, client.ia.pz, 8192, kLocalRw));
+    ASSERT_DAT_OK(s2.create(client.ia.ia, client.ia.pz, 8192, kLocalRw));
+    ASSERT_DAT_OK(r1.create(server.ia.ia, server.ia.pz, 8192, kLocalRw));
+    ASSERT_DAT_OK(r2.create(server.ia.ia, server.ia.pz, 8192, kLocalRw));
+    s1.fill(0x10);
+    s2.fill(0x20);
+    r1.fill_byte(kCanary);
+    r2.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+
+    // dat_ep_post_recv(3DAT): segments "filled in the I/O Vector order until the whole
+    // message is received ... only one segment is partially filled, if needed, and all
+    // segments that follow it are not filled at all."
+    DAT_LMR_TRIPLET riov[4] = {r1.iov(0, 1000), r2.iov(500, 1000), r1.iov(2000, 1000), r2.iov(4000, 500)};
+    ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 4, riov, cookie(0xA1), DAT_COMPLETION_DEFAULT_FLAG));
+    // dat_ep_post_send(3DAT): "local_iov segments are traversed in the I/O Vector order".
+    DAT_LMR_TRIPLET siov[3] = {s1.iov(100, 100), s2.iov(0, 2000), s1.iov(5000, 37)};
+    ASSERT_DAT_OK(dat_ep_post_send(client.ep, 3, siov, cookie(0xA2), DAT_COMPLETION_DEFAULT_FLAG));
+
+    std::vector<unsigned char> stream;
+    for (size_t i = 0; i < 100; ++i)
+        stream.push_back(s1.data[100 + i]);
+    for (size_t i = 0; i < 2000; ++i)
+        stream.push_back(s2.data[i]);
+    for (size_t i = 0; i < 37; ++i)
+        stream.push_back(s1.data[5000 + i]);
+
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xA2));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xA1, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 2137u);
+    EXPECT_EQ(std::memcmp(r1.data + 0, stream.data() + 0, 1000), 0) << "segment 0";
+    EXPECT_EQ(std::memcmp(r2.data + 500, stream.data() + 1000, 1000), 0) << "segment 1";
+    EXPECT_EQ(std::memcmp(r1.data + 2000, stream.data() + 2000, 137), 0) << "segment 2 (partial)";
+    EXPECT_EQ(r2.mismatch_byte(4000, 500, kCanary), -1) << "segment 3 must not be filled at all";
+    EXPECT_EQ(r1.mismatch_byte(1000, 1000, kCanary), -1) << "written between segments";
+    EXPECT_EQ(r2.mismatch_byte(0, 500, kCanary), -1) << "written before segment 1";
+    EXPECT_EQ(r2.mismatch_byte(1500, 2500, kCanary), -1) << "written between segments";
+    EXPECT_EQ(r1.mismatch_byte(3000, 5192, kCanary), -1) << "written after segment 2";
+}
+
+TEST_P(DtoTest, UserCookiesComeBackWithTheirCompletions) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4 * 256, kLocalRw));
+    s.fill(0x02);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const DAT_UINT64 rck[4] = {0xC0FFEE0000000001ull, 0, 0xFFFFFFFFFFFFFFFFull,
+                               static_cast<DAT_UINT64>(reinterpret_cast<uintptr_t>(&r))};
+    const DAT_UINT64 sck[4] = {0x8000000000000000ull, 0x1234567890ABCDEFull, 42, 0x00000000FFFFFFFFull};
+    for (int i = 0; i < 4; ++i)
+        ASSERT_DAT_OK(recv(server.ep, r, 256 * i, 256, rck[i]));
+    for (int i = 0; i < 4; ++i)
+        ASSERT_DAT_OK(send(client.ep, s, 0, 10 + i, sck[i]));
+    // dat_ep_post_send/recv(3DAT): "The user_cookie is returned to the Consumer in
+    // the Completion event"; one stream's events come in order (dat_evd_wait(3DAT)).
+    for (int i = 0; i < 4; ++i)
+        EXPECT_TRUE(wait_dto_ok(client.req_evd, sck[i])) << "send " << i;
+    for (int i = 0; i < 4; ++i) {
+        DAT_EVENT ev{};
+        EXPECT_TRUE(wait_dto_ok(server.recv_evd, rck[i], &ev)) << "recv " << i;
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, static_cast<DAT_SEG_LENGTH>(10 + i));
+    }
+}
+
+TEST_P(DtoTest, ReceivesPostedBeforeConnectAreKeptAndUsed) {
+    Buffer cs, cr, ss, sr;
+    ASSERT_DAT_OK(cs.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(cr.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(ss.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(sr.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    cs.fill(0x03);
+    ss.fill(0x04);
+    // dat_ep_post_recv(3DAT): "The operation is valid for all states of the Endpoint.
+    // The actual data transfer does not take place until the Endpoint is in the
+    // DAT_EP_STATE_CONNECTED state."
+    ASSERT_DAT_OK(recv(server.ep, sr, 0, 4096, 0x51));
+    ASSERT_DAT_OK(recv(client.ep, cr, 0, 4096, 0x52));
+    EXPECT_TRUE(no_event(server.recv_evd));
+    EXPECT_TRUE(no_event(client.recv_evd));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(send(client.ep, cs, 0, 777, 0x61));
+    ASSERT_DAT_OK(send(server.ep, ss, 0, 555, 0x62));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x61));
+    EXPECT_TRUE(wait_dto_ok(server.req_evd, 0x62));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x51, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 777u);
+    EXPECT_EQ(sr.mismatch(0, 777, 0x03, 0), -1);
+    ASSERT_TRUE(wait_dto_ok(client.recv_evd, 0x52, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 555u);
+    EXPECT_EQ(cr.mismatch(0, 555, 0x04, 0), -1);
+}
+
+TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
+    Buffer r;
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    r.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x71));
+    // dat_ep_post_send(3DAT): num_segments "Can be 0 for 0 size message", local_iov "Can be NULL".
+    ASSERT_DAT_OK(dat_ep_post_send(client.ep, 0, nullptr, cookie(0x72), DAT_COMPLETION_DEFAULT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x72));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x71, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 0u);
+    EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
+}
+
+TEST_P(DtoTest, MaxMessageSizeSendRecv) {
+    size_t n = std::min<size_t>({cattr.max_message_size, sattr.max_message_size, 1u << 20});
+    ASSERT_GT(n, 0u);
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, n, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, n, kLocalRw));
+    s.fill(0x05);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, n, 0x81));
+    ASSERT_DAT_OK(send(client.ep, s, 0, n, 0x82));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x82));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x81, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, n);
+    EXPECT_EQ(r.mismatch(0, n, 0x05, 0), -1);
+}
+
+TEST_P(DtoTest, ManyMessagesArriveInOrder) {
+    constexpr int kTotal = 1000;
+    constexpr size_t kMsg = 64;
+    const int window = std::max(1, std::min({32, cattr.max_request_dtos, sattr.max_recv_dtos}));
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, kMsg * window, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, kMsg * window, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    int next_recv = 0;
+    for (int base = 0; base < kTotal; base += window) {
+        int n = std::min(window, kTotal - base);
+        for (int i = 0; i < n; ++i)
+            ASSERT_DAT_OK(recv(server.ep, r, kMsg * i, kMsg, base + i));
+        for (int i = 0; i < n; ++i) {
+            unsigned char *m = s.data + kMsg * i;
+            uint32_t seq = static_cast<uint32_t>(base + i);
+            std::memcpy(m, &seq, 4);
+            for (size_t k = 4; k < kMsg; ++k)
+                m[k] = pattern_byte(static_cast<unsigned char>(seq), k);
+            ASSERT_DAT_OK(send(client.ep, s, kMsg * i, kMsg, base + i));
+        }
+        for (int i = 0; i < n; ++i)
+            ASSERT_TRUE(wait_dto_ok(client.req_evd, base + i)) << "send " << base + i;
+        for (int i = 0; i < n; ++i, ++next_recv) {
+            DAT_EVENT ev{};
+            ASSERT_TRUE(wait_dto_ok(server.recv_evd, next_recv, &ev)) << "recv " << next_recv;
+            ASSERT_EQ(ev.event_data.dto_completion_event_data.transfered_length, kMsg);
+            uint32_t seq = 0;
+            std::memcpy(&seq, r.data + kMsg * i, 4);
+            ASSERT_EQ(seq, static_cast<uint32_t>(next_recv)) << "message out of order";
+            for (size_t k = 4; k < kMsg; ++k)
+                ASSERT_EQ(r.data[kMsg * i + k], pattern_byte(static_cast<unsigned char>(seq), k))
+                    << "message " << seq << " byte " << k;
+        }
+    }
+    EXPECT_TRUE(no_event(server.recv_evd));
+    EXPECT_TRUE(no_event(client.req_evd));
+}
+
+// ---- RDMA ----------------------------------------------------------------------------
+
+TEST_P(DtoTest, RdmaWriteLandsExactlyAtTheRemoteRange) {
+    Buffer t, s, mr, ms;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 16384,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)));
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 16384, kLocalRw));
+    ASSERT_DAT_OK(mr.create(server.ia.ia, server.ia.pz, 64, kLocalRw));
+    ASSERT_DAT_OK(ms.create(client.ia.ia, client.ia.pz, 64, kLocalRw));
+    t.fill_byte(kCanary);
+    s.fill(0x31);
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, mr, 0, 64, 0x90)); // for the marker
+
+    DAT_LMR_TRIPLET local = s.iov(50, 3000);
+    DAT_RMR_TRIPLET remote = t.rmr(100, 3000);
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0x91), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x91, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_WRITE);
+    // A send after the write on the same connection is delivered after it.
+    ASSERT_DAT_OK(send(client.ep, ms, 0, 8, 0x92));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x92));
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x90, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 8u) << "the RDMA Write consumed a receive";
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    EXPECT_EQ(t.mismatch(100, 3000, 0x31, 50), -1);
+    EXPECT_EQ(t.mismatch_byte(0, 100, kCanary), -1) << "written before the remote range";
+    EXPECT_EQ(t.mismatch_byte(3100, 16384 - 3100, kCanary), -1) << "written after the remote range";
+}
+
+TEST_P(DtoTest, RdmaWriteGathersSeveralLocalSegments) {
+    if (cattr.max_rdma_write_iov < 2)
+        GTEST_SKIP() << "max_rdma_write_iov " << cattr.max_rdma_write_iov;
+    Buffer t, s1, s2, mr, ms;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 8192,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)));
+    ASSERT_DAT_OK(s1.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(s2.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(mr.create(server.ia.ia, server.ia.pz, 64, kLocalRw));
+    ASSERT_DAT_OK(ms.create(client.ia.ia, client.ia.pz, 64, kLocalRw));
+    t.fill_byte(kCanary);
+    s1.fill(0x32);
+    s2.fill(0x33);
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, mr, 0, 64, 0x93));
+    DAT_LMR_TRIPLET local[2] = {s1.iov(10, 1500), s2.iov(3000, 700)};
+    DAT_RMR_TRIPLET remote = t.rmr(1000, 2200);
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 2, local, cookie(0x94), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x94));
+    ASSERT_DAT_OK(send(client.ep, ms, 0, 8, 0x95));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x95));
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x93));
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    EXPECT_EQ(t.mismatch(1000, 1500, 0x32, 10), -1);
+    EXPECT_EQ(t.mismatch(2500, 700, 0x33, 3000), -1);
+    EXPECT_EQ(t.mismatch_byte(0, 1000, kCanary), -1);
+    EXPECT_EQ(t.mismatch_byte(3200, 8192 - 3200, kCanary), -1);
+}
+
+TEST_P(DtoTest, RdmaReadFetchesTheRemoteRange) {
+    Buffer t, d;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 16384,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_READ_FLAG)));
+    ASSERT_DAT_OK(d.create(client.ia.ia, client.ia.pz, 16384, kLocalRw));
+    t.fill(0x41);
+    d.fill_byte(kCanary);
+    sync_rdma_read(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET local = d.iov(10, 3000);
+    DAT_RMR_TRIPLET remote = t.rmr(200, 3000);
+    ASSERT_DAT_OK(dat_ep_post_rdma_read(client.ep, 1, &local, cookie(0xA0), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xA0, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, DAT_DTO_RDMA_READ);
+    EXPECT_EQ(d.mismatch(10, 3000, 0x41, 200), -1);
+    EXPECT_EQ(d.mismatch_byte(0, 10, kCanary), -1);
+    EXPECT_EQ(d.mismatch_byte(3010, 16384 - 3010, kCanary), -1);
+    EXPECT_EQ(t.mismatch(0, t.size, 0x41, 0), -1) << "an RDMA Read changed the remote memory";
+    EXPECT_TRUE(no_event(server.recv_evd));
+}
+
+TEST_P(DtoTest, RdmaReadScattersIntoSeveralLocalSegments) {
+    if (cattr.max_rdma_read_iov < 2)
+        GTEST_SKIP() << "max_rdma_read_iov " << cattr.max_rdma_read_iov;
+    Buffer t, d1, d2;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 8192,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_READ_FLAG)));
+    ASSERT_DAT_OK(d1.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(d2.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    t.fill(0x42);
+    d1.fill_byte(kCanary);
+    d2.fill_byte(kCanary);
+    sync_rdma_read(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET local[2] = {d1.iov(100, 1000), d2.iov(0, 1500)};
+    DAT_RMR_TRIPLET remote = t.rmr(4000, 2500);
+    ASSERT_DAT_OK(dat_ep_post_rdma_read(client.ep, 2, local, cookie(0xA1), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xA1));
+    EXPECT_EQ(d1.mismatch(100, 1000, 0x42, 4000), -1);
+    EXPECT_EQ(d2.mismatch(0, 1500, 0x42, 5000), -1);
+    EXPECT_EQ(d1.mismatch_byte(0, 100, kCanary), -1);
+    EXPECT_EQ(d1.mismatch_byte(1100, 4096 - 1100, kCanary), -1);
+    EXPECT_EQ(d2.mismatch_byte(1500, 4096 - 1500, kCanary), -1);
+}
+
+// ---- completion flags ---------------------------------------------------------------
+
+TEST_P(DtoTest, SuppressFlagGivesNoEventForASuccessfulSend) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    s.fill(0x06);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 2048, 1));
+    ASSERT_DAT_OK(recv(server.ep, r, 2048, 2048, 2));
+    // dat_ep_post_send(3DAT): DAT_COMPLETION_SUPPRESS_FLAG "Suppress successful
+    // Completion"; dat_ep_modify(3DAT): request postings always support it.
+    ASSERT_DAT_OK(send(client.ep, s, 0, 100, 0xA, DAT_COMPLETION_SUPPRESS_FLAG));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 200, 0xB));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0xB)) << "the first event must be the unsuppressed send's";
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 1, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 100u); // it was sent all the same
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 2, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 200u);
+    EXPECT_TRUE(no_event(client.req_evd));
+}
+
+TEST_P(DtoTest, SuppressFlagStillReportsAFlushedSend) {
+    Buffer s;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    // dat_ep_post_send(3DAT): valid in DISCONNECTED, "the posted Send is immediately
+    // flushed to request_evd_handle"; SUPPRESS only suppresses *successful* completions.
+    ASSERT_DAT_OK(send(client.ep, s, 0, 100, 0xE1, DAT_COMPLETION_SUPPRESS_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(client.req_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xE1u);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+}
+
+TEST_P(DtoTest, SuppressFlagStillReportsAFailedRdmaWrite) {
+    Buffer t, s;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, 4096,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)));
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    t.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET local = s.iov(0, 512);
+    DAT_RMR_TRIPLET remote = t.rmr(0, 512);
+    remote.rmr_context = ~t.rmr_context; // not a context the server handed out
+    DAT_RETURN r =
+        dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xE2), &remote, DAT_COMPLETION_SUPPRESS_FLAG);
+    if (r == DAT_SUCCESS) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "a failed, suppressed RDMA Write must still be reported";
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xE2u);
+        EXPECT_NE(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(ev);
+    } else {
+        // dat_ep_post_rdma_write(3DAT) lets the provider refuse synchronously.
+        EXPECT_TRUE(DAT_GET_TYPE(r) == DAT_PROTECTION_VIOLATION || DAT_GET_TYPE(r) == DAT_PRIVILEGES_VIOLATION)
+            << ret_text(r);
+    }
+    EXPECT_EQ(t.mismatch_byte(0, 4096, kCanary), -1);
+}
+
+TEST_P(DtoTest, SolicitedWaitSendCompletesTheMatchingReceive) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    s.fill(0x07);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0xB1));
+    // dat_ep_post_send(3DAT): DAT_COMPLETION_SOLICITED_WAIT_FLAG "Request for
+    // notification completion for matching receive on the other side".
+    ASSERT_DAT_OK(send(client.ep, s, 0, 300, 0xB2, DAT_COMPLETION_SOLICITED_WAIT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0xB2));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xB1, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 300u);
+    EXPECT_EQ(r.mismatch(0, 300, 0x07, 0), -1);
+}
+
+TEST_P(DtoTest, SolicitedWaitEndpointWakesTheWaiterOnTheSolicitedReceive) {
+    // A server Endpoint whose Recv Completion Flags are SOLICITED_WAIT
+    // (dat_ep_modify(3DAT)), on its own recv EVD.
+    server.free_ep();
+    DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
+    a.recv_completion_flags = DAT_COMPLETION_SOLICITED_WAIT_FLAG;
+    ASSERT_DAT_OK(server.create_ep(&a));
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    s.fill(0x08);
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 2048, 0xC1));
+    ASSERT_DAT_OK(recv(server.ep, r, 2048, 2048, 0xC2));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(send(client.ep, s, 0, 10, 0xD1));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 20, 0xD2, DAT_COMPLETION_SOLICITED_WAIT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0xD1));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0xD2));
+
+    // dat_evd_wait(3DAT): for a recv stream configured for SOLICITED_WAIT "the
+    // threshold value must be 1. An attempt to specify some other value for
+    // threshold for this case results in DAT_INVALID_STATE."
+    DAT_EVENT ev{};
+    DAT_COUNT nmore = 0;
+    int consumed = 0;
+    DAT_RETURN w = dat_evd_wait(server.recv_evd, 1000, 2, &ev, &nmore);
+    EXPECT_EQ(DAT_GET_TYPE(w), DAT_INVALID_STATE) << ret_text(w);
+    if (w == DAT_SUCCESS)
+        consumed = 1;
+    // The solicited receive wakes the waiter; the stream's events come in order.
+    if (!consumed)
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xC1, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 10u);
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xC2, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 20u);
+    EXPECT_EQ(r.mismatch(2048, 20, 0x08, 0), -1);
+}
+
+TEST_P(DtoTest, BarrierFenceHoldsASendUntilThePriorRdmaReadCompleted) {
+    constexpr size_t kLen = 64 * 1024;
+    size_t len = std::min<size_t>({kLen, cattr.max_message_size, cattr.max_rdma_size});
+    Buffer t, l, r;
+    ASSERT_DAT_OK(t.create(server.ia.ia, server.ia.pz, len,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_READ_FLAG)));
+    ASSERT_DAT_OK(l.create(client.ia.ia, client.ia.pz, len, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, len, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int round = 0; round < 20; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        unsigned char seed = static_cast<unsigned char>(0x90 + round);
+        t.fill(seed);
+        sync_rdma_read(server.ia.ia, t, 0, len);
+        l.fill_byte(0);
+        r.fill_byte(kCanary);
+        ASSERT_DAT_OK(recv(server.ep, r, 0, len, 1000 + round));
+        // Read the server's buffer into l, then send l with a Barrier Fence:
+        // the send may only start once the read has completed, so it carries
+        // the data just read (DAT_COMPLETION_BARRIER_FENCE_FLAG, dat_ep_post_send(3DAT)).
+        DAT_LMR_TRIPLET liov = l.iov(0, len);
+        DAT_RMR_TRIPLET remote = t.rmr(0, len);
+        ASSERT_DAT_OK(dat_ep_post_rdma_read(client.ep, 1, &liov, cookie(1), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_DAT_OK(send(client.ep, l, 0, len, 2, DAT_COMPLETION_BARRIER_FENCE_FLAG));
+        // Both complete successfully (in whichever order the provider reports them).
+        DAT_EVENT ev{};
+        int seen = 0;
+        for (int i = 0; i < 2; ++i) {
+            ASSERT_TRUE(wait_dto(client.req_evd, &ev));
+            const auto &d = ev.event_data.dto_completion_event_data;
+            EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << event_text(ev);
+            seen |= 1 << (d.user_cookie.as_64 & 1);
+        }
+        EXPECT_EQ(seen, 3) << "one operation completed twice";
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, 1000 + round, &ev));
+        ASSERT_EQ(ev.event_data.dto_completion_event_data.transfered_length, len);
+        ASSERT_EQ(r.mismatch(0, len, seed, 0), -1) << "the fenced send went out before the read completed";
+    }
+}
+
+// ---- errors ----------------------------------------------------------------------------
+
+TEST_P(DtoTest, ReceiveBufferTooSmallIsLocalLengthError) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    r.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 100, 0xF1));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 1000, 0xF2));
+    // dat_ep_post_recv(3DAT): "If the size of an incoming message is larger than the
+    // size of the local_iov, the reported status ... is DAT_DTO_LENGTH_ERROR"
+    // (= DAT_DTO_ERR_LOCAL_LENGTH).
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xF1u);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH) << event_text(ev);
+    EXPECT_EQ(r.mismatch_byte(100, 4096 - 100, kCanary), -1) << "written beyond the receive buffer";
+}
+
+TEST_P(DtoTest, PostingMoreReceivesThanMaxRecvDtosIsInsufficientResources) {
+    server.free_ep();
+    DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
+    a.max_recv_dtos = 8;
+    ASSERT_DAT_OK(server.create_ep(&a));
+    DAT_COUNT n = query_ep_attr(server.ep).max_recv_dtos;
+    ASSERT_GE(n, 8);
+    ASSERT_LE(n, 4096);
+    Buffer r;
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 64 * (n + 1), kLocalRw));
+    // Nobody sends, so every posted Receive stays outstanding.
+    for (DAT_COUNT i = 0; i < n; ++i)
+        ASSERT_DAT_OK(recv(server.ep, r, 64 * i, 64, i));
+    // dat_ep_post_recv(3DAT): DAT_INSUFFICIENT_RESOURCES; dat_ep_modify(3DAT):
+    // max_recv_dtos is "the maximum number of outstanding Consumer-submitted Receive DTOs".
+    EXPECT_DAT_ERR(recv(server.ep, r, 64 * n, 64, n), DAT_INSUFFICIENT_RESOURCES, 0);
+}
+
+TEST_P(DtoTest, SendOnUnconnectedEndpointIsInvalidState) {
+    Buffer s;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096,
+                           static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG |
+                                                           DAT_MEM_PRIV_REMOTE_READ_FLAG)));
+    // dat_ep_post_send/rdma_write/rdma_read(3DAT): DAT_INVALID_STATE "Endpoint was not
+    // in the DAT_EP_STATE_CONNECTED or DAT_EP_STATE_DISCONNECTED state."
+    EXPECT_DAT_ERR(send(client.ep, s, 0, 10, 1), DAT_INVALID_STATE, 0);
+    DAT_LMR_TRIPLET l = s.iov(0, 10);
+    DAT_RMR_TRIPLET rm = s.rmr(100, 10);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(2), &rm, DAT_COMPLETION_DEFAULT_FLAG),
+                   DAT_INVALID_STATE, 0);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_read(client.ep, 1, &l, cookie(3), &rm, DAT_COMPLETION_DEFAULT_FLAG),
+                   DAT_INVALID_STATE, 0);
+    // ... and in ACTIVE_CONNECTION_PENDING.
+    ASSERT_NO_FATAL_FAILURE(client_connect());
+    EXPECT_DAT_ERR(send(client.ep, s, 0, 10, 4), DAT_INVALID_STATE, 0);
+    EXPECT_TRUE(no_event(client.req_evd));
+}
+
+TEST_P(DtoTest, SendWithBogusLmrContextIsRefused) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x11));
+    DAT_LMR_TRIPLET t = s.iov(0, 100);
+    t.lmr_context = ~s.lmr_context;
+    // dat_ep_post_send(3DAT): DAT_PRIVILEGES_VIOLATION "One of the LMRs used in
+    // local_iov was either invalid or did not have the local read privileges".
+    DAT_RETURN rv = dat_ep_post_send(client.ep, 1, &t, cookie(0x12), DAT_COMPLETION_DEFAULT_FLAG);
+    ASSERT_NO_FATAL_FAILURE(
+        expect_refused(rv, {DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION}, client.req_evd, 0x12));
+    expect_no_successful_recv();
+}
+
+TEST_P(DtoTest, SendFromFreedLmrIsRefused) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x21));
+    DAT_LMR_TRIPLET t = s.iov(0, 100);
+    ASSERT_DAT_OK(s.free_lmr());
+    // dat_lmr_free(3DAT): "Any DTO operation that uses the destroyed LMR after the
+    // dat_lmr_free() is completed shall fail and report a protection violation."
+    DAT_RETURN rv = dat_ep_post_send(client.ep, 1, &t, cookie(0x22), DAT_COMPLETION_DEFAULT_FLAG);
+    ASSERT_NO_FATAL_FAILURE(
+        expect_refused(rv, {DAT_PROTECTION_VIOLATION, DAT_PRIVILEGES_VIOLATION}, client.req_evd, 0x22));
+    expect_no_successful_recv();
+}
+
+TEST_P(DtoTest, SendOutsideTheLmrIsRefused) {
+    Buffer s, r;
+    // Register the middle page of three.
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 3 * 4096, kLocalRw, 4096, 4096));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 8192, kLocalRw));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 8192, 0x31));
+    size_t reg_end = static_cast<size_t>(s.registered_address + s.registered_size - reinterpret_cast<uintptr_t>(s.data));
+    ASSERT_LE(reg_end + 64, s.size) << "provider registered more than the buffer";
+    DAT_LMR_TRIPLET t = s.iov(reg_end - 64, 128); // straddles the end of the LMR
+    // dat_ep_post_send(3DAT): DAT_INVALID_PARAMETER "For example, one of the IOV
+    // segments pointed to a memory outside its LMR."
+    DAT_RETURN rv = dat_ep_post_send(client.ep, 1, &t, cookie(0x32), DAT_COMPLETION_DEFAULT_FLAG);
+    ASSERT_NO_FATAL_FAILURE(
+        expect_refused(rv, {DAT_INVALID_PARAMETER, DAT_PROTECTION_VIOLATION}, client.req_evd, 0x32));
+    expect_no_successful_recv();
+}
+
+TEST_P(DtoTest, SendFromLmrOfAnotherPzIsRefused) {
+    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_pz_create(client.ia.ia, &pz2));
+    Buffer r;
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    {
+        Buffer s;
+        ASSERT_DAT_OK(s.create(client.ia.ia, pz2, 4096, kLocalRw));
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x41));
+        // dat_ep_post_send(3DAT): DAT_PROTECTION_VIOLATION "Protection Zone mismatch
+        // between an LMR of one of the local_iov segments and the local Endpoint."
+        DAT_RETURN rv = send(client.ep, s, 0, 100, 0x42);
+        ASSERT_NO_FATAL_FAILURE(expect_refused(rv, {DAT_PROTECTION_VIOLATION}, client.req_evd, 0x42));
+        expect_no_successful_recv();
+    }
+    EXPECT_DAT_OK(dat_pz_free(pz2));
+}
+
+TEST_P(DtoTest, ReceiveWithBogusLmrContextIsRefusedAndMemoryUntouched) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, kLocalRw));
+    s.fill(0x0B);
+    r.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET t = r.iov(0, 4096);
+    t.lmr_context = ~r.lmr_context;
+    // dat_ep_post_recv(3DAT): DAT_PRIVILEGES_VIOLATION for an invalid LMR.
+    DAT_RETURN rv = dat_ep_post_recv(server.ep, 1, &t, cookie(0x51), DAT_COMPLETION_DEFAULT_FLAG);
+    if (rv == DAT_SUCCESS) {
+        ASSERT_DAT_OK(send(client.ep, s, 0, 100, 0x52)); // give it something to refuse
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_PROTECTION) << event_text(ev);
+    } else {
+        EXPECT_TRUE(DAT_GET_TYPE(rv) == DAT_PRIVILEGES_VIOLATION || DAT_GET_TYPE(rv) == DAT_PROTECTION_VIOLATION)
+            << ret_text(rv);
+    }
+    EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
+}
+
+TEST_P(DtoTest, ReceiveIntoLmrWithoutLocalWriteIsRefusedAndMemoryUntouched) {
+    Buffer s, r;
+    ASSERT_DAT_OK(s.create(client.ia.ia, client.ia.pz, 4096, kLocalRw));
+    ASSERT_DAT_OK(r.create(server.ia.ia, server.ia.pz, 4096, DAT_MEM_PRIV_LOCAL_READ_FLAG));
+    s.fill(0x0C);
+    r.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // dat_ep_post_recv(3DAT): DAT_PRIVILEGES_VIOLATION "Privileges violation for local
+    // or remote memory access"; a Receive writes local memory.
+    DAT_RETURN rv = recv(server.ep, r, 0, 4096, 0x61);
+    if (rv == DAT_SUCCESS) {
+        ASSERT_DAT_OK(send(client.ep, s, 0, 100, 0x62));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_PROTECTION) << event_text(ev);
+    } else {
+        EXPECT_TRUE(DAT_GET_TYPE(rv) == DAT_PRIVILEGES_VIOLATION || DAT_GET_TYPE(rv) == DAT_PROTECTION_VIOLATION)
+            << ret_text(rv);
+    }
+    EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
+}
+
+// ---- request queue limit, against a stopped peer -------------------------------------------
+// The Requests must stay outstanding, so the peer is a child process that is
+// SIGSTOPped after the connection is up: its RDMA Read responses never come.
+
+class DtoStoppedPeerTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override {
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        watchdog.start(std::string(info->test_suite_name()) + "." + info->name());
+    }
+    void TearDown() override { watchdog.stop(); }
+    Watchdog watchdog;
+};
+
+TEST_P(DtoStoppedPeerTest, PostingMoreRequestsThanMaxRequestDtosIsInsufficientResources) {
+    ChildPeer child; // forked before this process opens any IA
+    ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Server, /*expose_lmr=*/true)) << std::strerror(errno);
+    PeerMsg pm;
+    ASSERT_TRUE(child.receive_kind(PeerMsg::Port, &pm));
+    Side c;
+    ASSERT_DAT_OK(c.open(GetParam()));
+    DAT_EP_ATTR a = suite_ep_attr(c.ia.ia);
+    a.max_request_dtos = 4;
+    a.max_rdma_read_out = std::min(a.max_rdma_read_out, 4);
+    DAT_IA_ATTR ia_attr{};
+    ASSERT_DAT_OK(query_ia(c.ia.ia, &ia_attr, nullptr));
+    if (ia_attr.max_message_size > a.max_message_size) // large Sends fill the socket buffers
+        a.max_message_size = std::min<DAT_SEG_LENGTH>(ia_attr.max_message_size, 8u << 20);
+    ASSERT_DAT_OK(c.create_ep(&a));
+    DAT_EP_ATTR q = query_ep_attr(c.ep);
+    const DAT_COUNT n = q.max_request_dtos;
+    ASSERT_GE(n, 4);
+    ASSERT_LE(n, 4096);
+    IaAddress addr;
+    ASSERT_DAT_OK(ia_address(c.ia.ia, &addr));
+    ASSERT_DAT_OK(dat_ep_connect(c.ep, addr.ptr(), pm.value, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                 DAT_CONNECT_DEFAULT_FLAG));
+    ASSERT_TRUE(wait_event(c.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(child.receive_kind(PeerMsg::Established, nullptr));
+    PeerMsg lm;
+    ASSERT_TRUE(child.receive_kind(PeerMsg::Lmr, &lm));
+    ASSERT_TRUE(child.stop());
+
+    // Up to max_rdma_read_out RDMA Reads, the rest Sends as large as allowed:
+    // none of them can complete while the peer is stopped.
+    const size_t big = std::min<size_t>(q.max_message_size, 8u << 20);
+    Buffer l;
+    ASSERT_DAT_OK(l.create(c.ia.ia, c.ia.pz, std::max<size_t>(big, 1024 * static_cast<size_t>(n)), kLocalRw));
+    for (DAT_COUNT i = 0; i < n; ++i) {
+        if (i < std::max(q.max_rdma_read_out, 0)) {
+            DAT_LMR_TRIPLET liov = l.iov(1024 * i, 1024);
+            DAT_RMR_TRIPLET remote{lm.addr + 1024 * (i % 64), 1024, lm.rmr_context};
+            DAT_RETURN rr = dat_ep_post_rdma_read(c.ep, 1, &liov, cookie(i), &remote, DAT_COMPLETION_DEFAULT_FLAG);
+            ASSERT_EQ(rr, DAT_SUCCESS) << "read " << i << ": " << ret_text(rr);
+        } else {
+            DAT_LMR_TRIPLET liov = l.iov(0, big);
+            DAT_RETURN rr = dat_ep_post_send(c.ep, 1, &liov, cookie(i), DAT_COMPLETION_DEFAULT_FLAG);
+            ASSERT_EQ(rr, DAT_SUCCESS) << "send " << i << ": " << ret_text(rr);
+        }
+    }
+    // dat_ep_post_send(3DAT): DAT_INSUFFICIENT_RESOURCES; dat_ep_modify(3DAT):
+    // max_request_dtos is "the maximum number of outstanding Consumer-submitted send
+    // and RDMA DTOs".
+    DAT_LMR_TRIPLET one = l.iov(0, 1);
+    EXPECT_DAT_ERR(dat_ep_post_send(c.ep, 1, &one, cookie(n), DAT_COMPLETION_DEFAULT_FLAG),
+                   DAT_INSUFFICIENT_RESOURCES, 0);
+    // The peer dies: every outstanding Request completes, none successfully for the reads.
+    child.kill_and_reap();
+    for (DAT_COUNT i = 0; i < n; ++i) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(c.req_evd, &ev)) << "request " << i << " never completed after the peer died";
+        if (ev.event_data.dto_completion_event_data.operation == DAT_DTO_RDMA_READ ||
+            ev.event_data.dto_completion_event_data.user_cookie.as_64 < static_cast<DAT_UINT64>(q.max_rdma_read_out))
+            EXPECT_NE(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(ev);
+    }
+    EXPECT_TRUE(wait_connection_end(c.conn_evd));
+}
+
+} // namespace
+
+INSTANTIATE_OVER_IAS(DtoTest);
+INSTANTIATE_OVER_IAS(DtoStoppedPeerTest);
