@@ -49,6 +49,7 @@ start=$(date +%s)
 build "$out/plain" plain && ctest_in "$out/plain" plain
 build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
   && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
      ctest_in "$out/asan" asan
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
   && TSAN_OPTIONS=halt_on_error=1 ctest_in "$out/tsan" tsan -R "registry_test|dat_conf|registry_|Arena"
