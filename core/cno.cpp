@@ -223,8 +223,9 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                 std::lock_guard<std::mutex> lock(evd->mu);
                 if (!evd->enabled || evd->waiter)
                     continue;
+                std::size_t before = evd->count;
                 evd_fill_locked(*evd);
-                if (evd->count) {
+                if (evd->count > before) { // new completions: an edge
                     hit = evd;
                     break;
                 }

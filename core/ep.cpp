@@ -246,8 +246,12 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
 
 void ep_drain_completions(Ep &ep) {
     with_evds(ep, [](Evd &evd) {
-        std::lock_guard<std::mutex> lock(evd.mu);
-        evd_drain_all_locked(evd);
+        {
+            std::lock_guard<std::mutex> lock(evd.mu);
+            evd_drain_all_locked(evd);
+        }
+        // What moved out of the queue no longer wakes anyone by itself.
+        evd_wake(evd);
     });
 }
 

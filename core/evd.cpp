@@ -140,16 +140,26 @@ void evd_drain_all_locked(Evd &evd) {
     }
 }
 
-void evd_wake(Evd &evd) {
+void evd_wake(Evd &evd) { evd_wake(evd, false); }
+
+void evd_wake(Evd &evd, bool fresh_event) {
     std::uint64_t one = 1;
     ssize_t rc = ::write(evd.wake_fd, &one, sizeof one);
     (void)rc;
     Cno *cno = nullptr;
     {
         std::lock_guard<std::mutex> lock(evd.mu);
-        // DAT: the CNO is not triggered while a consumer waits on the EVD.
-        if (evd.enabled && !evd.waiter)
-            cno = evd.cno;
+        // DAT: the CNO is not triggered while a consumer waits on the EVD,
+        // and only for an event the consumer can then dequeue (a transport's
+        // "maybe" wake-up must not reach the CNO).
+        // A CNO is edge-triggered: an event that was already waiting in the
+        // FIFO does not trigger it again.
+        if (evd.cno && evd.enabled && !evd.waiter) {
+            std::size_t before = evd.count;
+            evd_fill_locked(evd);
+            if (fresh_event || evd.count > before)
+                cno = evd.cno;
+        }
     }
     if (cno)
         cno_notify(*cno, evd);
@@ -169,7 +179,7 @@ void evd_push(Evd &evd, const DAT_EVENT &event) {
             evd.overflowed = true;
         }
     }
-    evd_wake(evd);
+    evd_wake(evd, true);
     if (overflow && !(evd.flags & DAT_EVD_ASYNC_FLAG)) {
         DAT2_ERR("EVD %p: queue of %d events overflowed; events kept beyond qlen\n", (void *)&evd, evd.qlen);
         post_async(*evd.ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, &evd, DAT_EVD_OVERFLOW_ERROR);
@@ -497,7 +507,7 @@ DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event) {
             e.event_data.software_event_data = event->event_data.software_event_data;
             ring_push_locked(*evd, e);
         }
-        evd_wake(*evd);
+        evd_wake(*evd, true);
         return DAT_SUCCESS;
     });
 }

@@ -97,7 +97,7 @@ private:
     // Creates, binds and enables the libfabric endpoint of `ep`; cm_mu_ held.
     DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
     void close_endpoint(OfiEp &oep); // cm_mu_ held
-    OfiEp *ep_by_context(void *context);
+    OfiEp *ep_by_fid(const fid *f);
     std::size_t frame(std::uint8_t kind, const void *pdata, std::size_t len, unsigned char *out) const;
     fid_cq *cq_of(kit::Evd *evd);
 

@@ -343,9 +343,14 @@ void OfiTransport::check_deadlines() {
     }
 }
 
-OfiEp *OfiTransport::ep_by_context(void *context) {
-    auto it = eps_.find(reinterpret_cast<std::uintptr_t>(context));
-    return it == eps_.end() ? nullptr : it->second;
+// Events can outlive the endpoint they name (closed while its event was
+// queued): find the owner by comparing fid pointers, never by reading the
+// fid, whose memory may already be freed.
+OfiEp *OfiTransport::ep_by_fid(const fid *f) {
+    for (auto &[id, oep] : eps_)
+        if (oep->ep && &oep->ep->fid == f)
+            return oep;
+    return nullptr;
 }
 
 void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) {
@@ -365,17 +370,20 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     std::lock_guard<std::mutex> lock(cm_mu_);
     switch (event) {
     case FI_CONNREQ: {
-        auto it = psps_.find(reinterpret_cast<std::uintptr_t>(entry->fid->context));
-        if (it == psps_.end()) {
+        OfiPsp *opsp = nullptr;
+        for (auto &[id, p] : psps_)
+            if (&p->pep->fid == entry->fid)
+                opsp = p;
+        if (!opsp) {
             fi_freeinfo(entry->info);
             return;
         }
         const sockaddr *remote = static_cast<const sockaddr *>(entry->info->dest_addr);
-        kit::on_connection_request(*it->second->owner, entry->info, remote, pdata, pdata_len);
+        kit::on_connection_request(*opsp->owner, entry->info, remote, pdata, pdata_len);
         return;
     }
     case FI_CONNECTED: {
-        OfiEp *oep = ep_by_context(entry->fid->context);
+        OfiEp *oep = ep_by_fid(entry->fid);
         if (oep) {
             oep->deadline = std::chrono::steady_clock::time_point::max();
             sockaddr_storage local{};
@@ -389,7 +397,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
         return;
     }
     case FI_SHUTDOWN: {
-        OfiEp *oep = ep_by_context(entry->fid->context);
+        OfiEp *oep = ep_by_fid(entry->fid);
         if (oep) {
             oep->deadline = std::chrono::steady_clock::time_point::max();
             kit::on_disconnected(*oep->owner, false);
@@ -407,7 +415,7 @@ void OfiTransport::handle_cm_error() {
     if (n < 0)
         return;
     std::lock_guard<std::mutex> lock(cm_mu_);
-    OfiEp *oep = err.fid ? ep_by_context(err.fid->context) : nullptr;
+    OfiEp *oep = err.fid ? ep_by_fid(err.fid) : nullptr;
     if (!oep) {
         DAT2_LOG(log::kGeneric, "%s: event queue error %s for a closed object\n", ia_.name.c_str(),
                  fi_text(err.err));

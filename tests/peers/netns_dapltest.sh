@@ -1,0 +1,166 @@
+#!/bin/bash
+# dapltest between two network namespaces joined by a veth pair: the server
+# and the client each have their own IA address (dat.conf ia_params
+# "provider=tcp address=<its veth address>"), as on two hosts. Our libdat2
+# and our plugin (LD_LIBRARY_PATH=<lib dir>).
+#
+#   netns_dapltest.sh <build lib dir>
+#
+# Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for `ip netns`); exits 77
+# (skipped) saying why when namespaces or veth links cannot be made here.
+set -u
+libdir=$1
+
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
+[ -e "$libdir/libdat2_ofi.so" ] || fail "$libdir/libdat2_ofi.so missing (build the ofi plugin)"
+[ -e "$libdir/libdat2.so.2" ] || fail "$libdir/libdat2.so.2 missing"
+for p in dapltest stdbuf timeout; do
+    command -v $p >/dev/null || fail "$p not installed (dapltest: apt-get install dapl2-utils)"
+done
+command -v ip >/dev/null || skip "no 'ip' command (apt-get install iproute2)"
+command -v ss >/dev/null || skip "no 'ss' command (apt-get install iproute2)"
+
+ns_s=dapl_s$$ ns_c=dapl_c$$     # server and client namespaces
+if_s=dvs$$ if_c=dvc$$           # the veth ends (names of at most 15 chars)
+addr_s=10.231.0.1 addr_c=10.231.0.2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns_dapltest.XXXXXX") || fail "mktemp"
+# Crash reports a peer may write (libfabric: <prog>.<...>.btr) stay in here.
+cd "$tmp" || fail "cd $tmp"
+spid= cpid= made_s= made_c=
+
+stop_tree() { # a `timeout`-wrapped process and its child, by their ids
+    local pid=$1 kids i
+    [ -n "$pid" ] || return 0
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+    kids=$(pgrep -P "$pid")
+    kill -TERM "$pid" $kids 2>/dev/null
+    for i in $(seq 30); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL $kids "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 0
+}
+cleanup() {
+    stop_tree "$cpid"
+    stop_tree "$spid"
+    # Deleting a namespace deletes the veth end inside it, and so the pair.
+    [ -n "$made_s" ] && ip netns del "$ns_s" 2>/dev/null
+    [ -n "$made_c" ] && ip netns del "$ns_c" 2>/dev/null
+    ip link del "$if_s" 2>/dev/null # if it never moved into its namespace
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the network -----------------------------------------------------------------
+err=$(ip netns add "$ns_s" 2>&1) || skip "cannot create a network namespace (uid $(id -u); needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN): ip netns add: $err"
+made_s=1
+err=$(ip netns add "$ns_c" 2>&1) || skip "cannot create a second network namespace: ip netns add: $err"
+made_c=1
+err=$(ip link add "$if_s" type veth peer name "$if_c" 2>&1) || skip "cannot create a veth pair (CAP_NET_ADMIN, veth module): ip link add: $err"
+set -e
+ip link set "$if_s" netns "$ns_s"
+ip link set "$if_c" netns "$ns_c"
+ip -n "$ns_s" addr add $addr_s/24 dev "$if_s"
+ip -n "$ns_c" addr add $addr_c/24 dev "$if_c"
+ip -n "$ns_s" link set lo up
+ip -n "$ns_c" link set lo up
+ip -n "$ns_s" link set "$if_s" up
+ip -n "$ns_c" link set "$if_c" up
+set +e
+echo "namespaces $ns_s ($if_s $addr_s, server) and $ns_c ($if_c $addr_c, client)"
+
+# One dat.conf per namespace: the IA's address is the namespace's own.
+for side in s c; do
+    eval a=\$addr_$side
+    echo "ofi-veth u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=tcp address=$a\" \"\"" >"$tmp/dat_$side.conf"
+done
+
+# in_ns SIDE CMD...: CMD in the side's namespace, with our libdat2 and its
+# dat.conf; libfabric tcp binds its data path to FI_TCP_IFACE's address, so
+# it names the side's veth.
+# DAPL_NETNS_IFACE overrides that, for experiments: an interface name, or
+# "none" to leave FI_TCP_IFACE unset.
+in_ns() {
+    local side=$1 ns ifc; shift
+    eval ns=\$ns_$side ifc=\$if_$side
+    ifc=${DAPL_NETNS_IFACE:-$ifc}
+    if [ "$ifc" = none ]; then
+        ip netns exec "$ns" env -u FI_TCP_IFACE LD_LIBRARY_PATH="$libdir" DAT_OVERRIDE="$tmp/dat_$side.conf" "$@"
+    else
+        ip netns exec "$ns" env LD_LIBRARY_PATH="$libdir" DAT_OVERRIDE="$tmp/dat_$side.conf" \
+            FI_TCP_IFACE="$ifc" "$@"
+    fi
+}
+
+sout=$tmp/server.out cout=$tmp/client.out
+show() {
+    echo "---- server (dapltest -T S in $ns_s), last 30 lines:"
+    tail -n 30 "$sout"
+    echo "---- client ($client_cmd in $ns_c), last 30 lines:"
+    tail -n 30 "$cout"
+}
+verdict_fail() { echo "FAIL: $*"; show; exit 1; }
+failures=0
+fail_case() { echo "FAIL: $*"; show; failures=$((failures + 1)); }
+bad_lines='error|fail|warning|swallow|timed out|timeout|^dat2:|abort|segmentation|assert|syntax|usage'
+
+# ---- the server --------------------------------------------------------------------
+client_cmd="(none yet)"
+: >"$cout"
+in_ns s timeout -k 5 120 stdbuf -oL -eL dapltest -T S -D ofi-veth >"$sout" 2>&1 &
+spid=$!
+for i in $(seq 150); do
+    ip netns exec "$ns_s" ss -Hltn "sport = :62000" | grep -q "$addr_s:62000" && break
+    kill -0 "$spid" 2>/dev/null || verdict_fail "server exited before listening"
+    [ "$i" = 150 ] && verdict_fail "server not listening on $addr_s:62000 after 15 s"
+    sleep 0.1
+done
+echo "ok: dapltest server listens on $addr_s:62000 in $ns_s"
+
+# ---- the transactions ------------------------------------------------------------------
+finished=0
+transaction() { # transaction NAME OPS...
+    local name=$1 wqe hit i; shift
+    client_cmd="dapltest -T T -s $addr_s -D ofi-veth -i 500 -t 1 -w 1 $*"
+    in_ns c timeout -k 5 60 stdbuf -oL -eL dapltest -T T -s $addr_s -D ofi-veth -i 500 -t 1 -w 1 "$@" >"$cout" 2>&1 &
+    cpid=$!
+    wait "$cpid"
+    cpid=
+    grep -qE 'DT_cs_Client: =+ End of Work -- Client Exiting' "$cout" || { fail_case "$name: client did not reach 'End of Work'"; return; }
+    grep -qE '^Total WQE +: +[0-9.]+ WQE/Sec' "$cout" || { fail_case "$name: client printed no 'Total WQE' line"; return; }
+    hit=$(grep -iE "$bad_lines" "$cout" | head -n 5)
+    [ -z "$hit" ] || { fail_case "$name: client reports: $hit"; return; }
+    grep -q "Server Net Address: $addr_s" "$cout" || { fail_case "$name: client did not resolve the server at $addr_s"; return; }
+    # The server's test thread ends after the client's final sync and disconnect.
+    finished=$((finished + 1))
+    for i in $(seq 100); do
+        [ "$(grep -c "Server: Transaction Test Finished for this client" "$sout")" -ge $finished ] && break
+        if [ "$i" = 100 ]; then
+            fail_case "$name: server did not print 'Server: Transaction Test Finished for this client' within 10 s of the client's end"
+            finished=$((finished - 1))
+            return
+        fi
+        sleep 0.1
+    done
+    hit=$(grep -iE "$bad_lines" "$sout" | head -n 5)
+    [ -z "$hit" ] || { fail_case "$name: server reports: $hit"; return; }
+    wqe=$(sed -nE 's/^Total WQE +: +([0-9.]+) WQE\/Sec.*/\1/p' "$cout")
+    echo "ok: $name across the veth pair ($ns_c -> $ns_s)"
+    echo "RESULT netns-$name $wqe WQE/s"
+}
+transaction SR client SR 256 server SR 256
+transaction RW client RW 4096 1 client SR 256 server RW 4096 1 server SR 256
+
+# The connections really crossed the veth pair: its counters moved.
+pkts=$(ip -n "$ns_s" -s link show "$if_s" | awk '/RX:/ { getline; print $2; exit }')
+[ "${pkts:-0}" -gt 100 ] || verdict_fail "only ${pkts:-0} packets arrived on $if_s"
+echo "ok: $pkts packets arrived on $if_s"
+[ $failures -eq 0 ] || { echo "FAIL: $failures of 2 transactions"; exit 1; }
+echo "PASS: netns dapltest"
+exit 0
