@@ -74,7 +74,7 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
 DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, DAT_EVD_HANDLE evd_handle,
                     DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *psp_out) {
     Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd, DAT_INVALID_HANDLE_EVD_CR))
+    if (DAT_RETURN r = handle_cast_in(ia, evd_handle, evd, DAT_INVALID_HANDLE_EVD_CR))
         return r;
     if (!(evd->flags & DAT_EVD_CR_FLAG))
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
@@ -141,9 +141,10 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     }
     if (!cr) {
         DAT2_ERR("connection request on qualifier %llu dropped: out of memory\n", (unsigned long long)psp.conn_qual);
-        Cr tmp;
+        Cr tmp; // never published: only carries the request to reject it
         tmp.tp = tp_request;
         tmp.ia = &ia;
+        tmp.psp = &psp;
         ia.transport->reject(tmp, nullptr, 0);
         ia.transport->cr_release(tmp);
         return;
@@ -246,8 +247,8 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep_handle, DAT_EP_HANDLE dup_handle, DAT
         Ep *ep, *dup;
         if (DAT_RETURN r = handle_cast(ep_handle, ep))
             return r;
-        if (handle_cast(dup_handle, dup) != DAT_SUCCESS)
-            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE2);
+        if (DAT_RETURN r = handle_cast_in(ep->ia, dup_handle, dup, DAT_INVALID_HANDLE2))
+            return r;
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
             return r;
         if (qos & ~DAT_QOS_BEST_EFFORT)
@@ -381,10 +382,8 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
         Ep *ep;
-        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        if (DAT_RETURN r = handle_cast_in(cr->ia, ep_handle, ep))
             return r;
-        if (ep->ia != cr->ia)
-            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 3))
             return r;
         {

@@ -6,6 +6,7 @@
 // EVDs' completion fds too.
 #include "boundary.hpp"
 #include "slots.hpp"
+#include "wait.hpp"
 
 #include <cerrno>
 #include <poll.h>
@@ -55,21 +56,13 @@ void cno_notify(Cno &cno, Evd &evd) {
         // associated with the CNO.
         cno.agent = DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr};
     }
-    std::uint64_t one = 1;
-    ssize_t rc = ::write(cno.fd, &one, sizeof one);
-    (void)rc;
+    signal_fd(cno.fd);
     if (agent.proxy_agent_func)
         agent.proxy_agent_func(agent.instance_data, &evd);
 }
 
 void cno_release(Cno &cno) {
-    cno.aborted = true;
-    while (cno.inside.load() != 0) {
-        std::uint64_t one = 1;
-        ssize_t rc = ::write(cno.fd, &one, sizeof one);
-        (void)rc;
-        std::this_thread::yield();
-    }
+    evict_waiters(cno.aborted, cno.inside, cno.fd);
     for (Evd *evd : linked_evds(cno)) {
         std::lock_guard<std::mutex> lock(evd->mu);
         evd->cno = nullptr;
@@ -121,9 +114,7 @@ DAT_RETURN cno_trigger(DAT_CNO_HANDLE cno_handle, DAT_EVD_HANDLE *evd_out) {
         return r;
     if (!evd_out)
         return invalid_arg(2);
-    std::uint64_t v;
-    while (::read(cno->fd, &v, sizeof v) == sizeof v) {
-    }
+    drain_fd(cno->fd);
     std::lock_guard<std::mutex> lock(cno->mu);
     *evd_out = cno->triggered;
     cno->triggered = nullptr;
@@ -188,14 +179,12 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             return r;
         if (!evd_out)
             return invalid_arg(3);
-        const auto deadline = timeout == DAT_TIMEOUT_INFINITE
-                                  ? std::chrono::steady_clock::time_point::max()
-                                  : std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
+        const Deadline deadline = Deadline::after_us(timeout);
+        ScopedCount inside(cno->inside);
         {
             std::lock_guard<std::mutex> lock(cno->mu);
             cno->waiting = true;
         }
-        cno->inside.fetch_add(1);
         const bool had_evds = cno->evds.load() > 0;
         DAT_RETURN result = kQueueEmpty;
         Evd *hit = nullptr;
@@ -241,28 +230,18 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                 result = DAT_SUCCESS;
                 break;
             }
-            auto now = std::chrono::steady_clock::now();
-            if (now >= deadline)
+            if (deadline.expired())
                 break;
-            int ms = -1;
-            if (deadline != std::chrono::steady_clock::time_point::max())
-                ms = static_cast<int>(std::min<long long>(
-                    (std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count() + 999) / 1000,
-                    1 << 30));
-            if (!may_block)
-                ms = ms < 0 || ms > 1 ? 1 : ms;
+            const int ms = may_block ? deadline.poll_ms() : min_poll_ms(deadline.poll_ms(), 1);
             if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
                 break;
-            std::uint64_t v;
-            while (::read(cno->fd, &v, sizeof v) == sizeof v) {
-            }
+            drain_fd(cno->fd);
         }
         {
             std::lock_guard<std::mutex> lock(cno->mu);
             cno->waiting = false;
         }
         *evd_out = hit;
-        cno->inside.fetch_sub(1);
         return result;
     });
 }

@@ -20,7 +20,7 @@ constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_COMPLETIO
     DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
     DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
 
-DAT_EP_ATTR default_attr() {
+DAT_EP_ATTR default_attr(const Ia &ia) {
     DAT_EP_ATTR a;
     std::memset(&a, 0, sizeof a);
     a.service_type = DAT_SERVICE_TYPE_RC;
@@ -31,25 +31,23 @@ DAT_EP_ATTR default_attr() {
     a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
     a.max_recv_dtos = kDefaultDtos;
     a.max_request_dtos = kDefaultDtos;
-    a.max_recv_iov = 4;
-    a.max_request_iov = 4;
+    a.max_recv_iov = a.max_request_iov = a.max_rdma_read_iov = a.max_rdma_write_iov = std::min(4, ia.max_iov);
     a.max_rdma_read_in = 8;
     a.max_rdma_read_out = 8;
-    a.max_rdma_read_iov = 4;
-    a.max_rdma_write_iov = 4;
     a.srq_soft_hw = DAT_HW_DEFAULT;
     return a;
 }
 
-DAT_RETURN check_attr(const DAT_EP_ATTR &a, int arg) {
+// Attributes beyond what the IA reports (dat_ia_query) are invalid, not
+// silently clamped: a DTO the transport cannot post must fail at creation.
+DAT_RETURN check_attr(const Ia &ia, const DAT_EP_ATTR &a, int arg) {
+    auto within = [](DAT_COUNT v, DAT_COUNT max) { return v >= 0 && v <= max; };
     if (a.service_type != DAT_SERVICE_TYPE_RC)
         return invalid_arg(arg);
-    if (a.max_recv_dtos < 0 || a.max_recv_dtos > kMaxDtos || a.max_request_dtos < 0 || a.max_request_dtos > kMaxDtos)
+    if (!within(a.max_recv_dtos, kMaxDtos) || !within(a.max_request_dtos, kMaxDtos))
         return invalid_arg(arg);
-    if (a.max_recv_iov < 0 || a.max_recv_iov > kMaxIov || a.max_request_iov < 0 || a.max_request_iov > kMaxIov)
-        return invalid_arg(arg);
-    if (a.max_rdma_read_iov < 0 || a.max_rdma_read_iov > kMaxIov || a.max_rdma_write_iov < 0 ||
-        a.max_rdma_write_iov > kMaxIov)
+    if (!within(a.max_recv_iov, ia.max_iov) || !within(a.max_request_iov, ia.max_iov) ||
+        !within(a.max_rdma_read_iov, ia.max_iov) || !within(a.max_rdma_write_iov, ia.max_iov))
         return invalid_arg(arg);
     if ((a.recv_completion_flags & ~kValidCompletionFlags) || (a.request_completion_flags & ~kValidCompletionFlags))
         return invalid_arg(arg);
@@ -86,6 +84,26 @@ void build_pools(Ep &ep) {
     ep.reads_posted = 0;
 }
 
+} // namespace
+
+void op_recycle_locked(Op &op) {
+    Ep &ep = *op.ep;
+    op.state.store(Op::kFree, std::memory_order_relaxed);
+    Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+    op.next_free = head;
+    head = &op;
+    (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1, std::memory_order_relaxed);
+    if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
+        ep.reads_posted.fetch_sub(1, std::memory_order_release);
+}
+
+void op_recycle(Op &op) {
+    std::lock_guard<std::mutex> lock(op.ep->ops_mu);
+    op_recycle_locked(op);
+}
+
+namespace {
+
 Op *op_take(Ep &ep, bool recv) {
     std::lock_guard<std::mutex> lock(ep.ops_mu);
     Op *&head = recv ? ep.free_recvs : ep.free_requests;
@@ -97,17 +115,6 @@ Op *op_take(Ep &ep, bool recv) {
     return op;
 }
 
-void op_give_back(Op &op) {
-    Ep &ep = *op.ep;
-    std::lock_guard<std::mutex> lock(ep.ops_mu);
-    op.state.store(Op::kFree, std::memory_order_relaxed);
-    Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
-    op.next_free = head;
-    head = &op;
-    (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1, std::memory_order_relaxed);
-    if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
-        ep.reads_posted.fetch_sub(1, std::memory_order_release);
-}
 
 // DAT_COMPLETION_BARRIER_FENCE_FLAG: the operation starts only after every
 // earlier RDMA read of the EP has completed. Transports without a fence of
@@ -134,7 +141,7 @@ DAT_RETURN wait_for_reads(Ep &ep) {
 void flushed_now(Ep &ep, Op &op) {
     Evd *evd = op.is_recv ? ep.recv_evd : ep.request_evd;
     DAT_EVENT e = dto_event(op, DAT_DTO_ERR_FLUSHED, 0);
-    op_give_back(op);
+    op_recycle(op);
     if (evd)
         evd_push(*evd, e);
 }
@@ -237,7 +244,7 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
     if (r != DAT_SUCCESS) {
         std::uint8_t expected = Op::kPosted;
         if (op->state.compare_exchange_strong(expected, Op::kFree))
-            op_give_back(*op);
+            op_recycle(*op);
     }
     return r;
 }
@@ -293,17 +300,9 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
 // Takes back every record: nothing of this EP can complete any more.
 static void reclaim_records(Ep &ep) {
     std::lock_guard<std::mutex> lock(ep.ops_mu);
-    for (Op &op : ep.ops) {
-        if (op.state.load() == Op::kFlushed) {
-            op.state.store(Op::kFree);
-            Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
-            op.next_free = head;
-            head = &op;
-            (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1);
-            if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
-                ep.reads_posted.fetch_sub(1);
-        }
-    }
+    for (Op &op : ep.ops)
+        if (op.state.load() == Op::kFlushed)
+            op_recycle_locked(op);
 }
 
 void ep_release_all(Ep &ep) {
@@ -329,31 +328,31 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
         if (DAT_RETURN r = handle_cast(ia_handle, ia))
             return r;
         Pz *pz;
-        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+        if (DAT_RETURN r = handle_cast_in(ia, pz_handle, pz))
             return r;
         Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
         if (recv_evd_handle != DAT_HANDLE_NULL) {
-            if (DAT_RETURN r = handle_cast(recv_evd_handle, recv_evd, DAT_INVALID_HANDLE_EVD_RECV))
+            if (DAT_RETURN r = handle_cast_in(ia, recv_evd_handle, recv_evd, DAT_INVALID_HANDLE_EVD_RECV))
                 return r;
             if (!(recv_evd->flags & DAT_EVD_DTO_FLAG))
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_RECV);
         }
         if (request_evd_handle != DAT_HANDLE_NULL) {
-            if (DAT_RETURN r = handle_cast(request_evd_handle, request_evd, DAT_INVALID_HANDLE_EVD_REQUEST))
+            if (DAT_RETURN r = handle_cast_in(ia, request_evd_handle, request_evd, DAT_INVALID_HANDLE_EVD_REQUEST))
                 return r;
             if (!(request_evd->flags & DAT_EVD_DTO_FLAG))
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
         }
         if (connect_evd_handle != DAT_HANDLE_NULL) {
-            if (DAT_RETURN r = handle_cast(connect_evd_handle, connect_evd, DAT_INVALID_HANDLE_EVD_CONN))
+            if (DAT_RETURN r = handle_cast_in(ia, connect_evd_handle, connect_evd, DAT_INVALID_HANDLE_EVD_CONN))
                 return r;
             if (!(connect_evd->flags & DAT_EVD_CONNECTION_FLAG))
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
         }
         if (!ep_out)
             return invalid_arg(7);
-        DAT_EP_ATTR a = attr ? *attr : default_attr();
-        if (DAT_RETURN r = check_attr(a, 6))
+        DAT_EP_ATTR a = attr ? *attr : default_attr(*ia);
+        if (DAT_RETURN r = check_attr(*ia, a, 6))
             return r;
         normalize_attr(a);
         Ep *ep = make_object<Ep>(ia->provider, ia);
@@ -445,7 +444,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         Pz *pz = ep->pz;
         Evd *evds[3] = {ep->recv_evd, ep->request_evd, ep->connect_evd};
         if (mask & DAT_EP_FIELD_PZ_HANDLE)
-            if (DAT_RETURN r = handle_cast(param->pz_handle, pz))
+            if (DAT_RETURN r = handle_cast_in(ep->ia, param->pz_handle, pz))
                 return r;
         const DAT_EP_PARAM_MASK fields[3] = {DAT_EP_FIELD_RECV_EVD_HANDLE, DAT_EP_FIELD_REQUEST_EVD_HANDLE,
                                              DAT_EP_FIELD_CONNECT_EVD_HANDLE};
@@ -458,7 +457,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             evds[i] = nullptr;
             if (given[i] == DAT_HANDLE_NULL)
                 continue;
-            if (DAT_RETURN r = handle_cast(given[i], evds[i]))
+            if (DAT_RETURN r = handle_cast_in(ep->ia, given[i], evds[i]))
                 return r;
             if (!(evds[i]->flags & need[i]))
                 return invalid_arg(3);
@@ -480,7 +479,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV) a.max_rdma_write_iov = p.max_rdma_write_iov;
             if ((mask & DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE) && p.service_type != DAT_SERVICE_TYPE_RC)
                 return invalid_arg(3);
-            if (DAT_RETURN r = check_attr(a, 3))
+            if (DAT_RETURN r = check_attr(*ep->ia, a, 3))
                 return r;
             normalize_attr(a);
         }
@@ -586,9 +585,11 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep_handle, DAT_COUNT soft_high, DAT_CO
         return invalid_arg(2);
     if (hard_high < 0 && hard_high != DAT_WATERMARK_INFINITE)
         return invalid_arg(3);
-    std::lock_guard<std::mutex> lock(ep->mu);
-    ep->recv_low_watermark = soft_high;
-    ep->send_high_watermark = hard_high;
+    // Watermarks are not armed yet (issue 4, with SRQs): say so instead of
+    // accepting values that would never raise their events. Infinite on
+    // both sides asks for no event at all, which is what happens.
+    if (soft_high != DAT_WATERMARK_INFINITE || hard_high != DAT_WATERMARK_INFINITE)
+        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
     return DAT_SUCCESS;
 }
 

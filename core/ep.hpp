@@ -11,6 +11,9 @@ namespace dat2::kit {
 void ep_flush_outstanding(Ep &ep);
 // Moves every completion queued for the EP's EVDs into their FIFOs.
 void ep_drain_completions(Ep &ep);
+// Returns a DTO record to its EP's free list (ops_mu held for the _locked one).
+void op_recycle(Op &op);
+void op_recycle_locked(Op &op);
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len);
 
 } // namespace dat2::kit

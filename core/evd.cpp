@@ -7,7 +7,9 @@
 // Waiting blocks in poll() on the transport's completion fd and the EVD's
 // eventfd: no busy loop, and the timeout shrinks across wake-ups.
 #include "boundary.hpp"
+#include "ep.hpp"
 #include "slots.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -24,33 +26,27 @@ namespace {
 constexpr unsigned kValidFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |
                                       DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
+// The FIFO's storage is a power of two (indexes wrap with a mask, no
+// division on the dequeue path); its capacity is qlen.
+std::size_t ring_storage(DAT_COUNT qlen) {
+    std::size_t n = 1;
+    while (n < static_cast<std::size_t>(qlen))
+        n <<= 1;
+    return n;
+}
+
+std::size_t capacity(const Evd &evd) { return static_cast<std::size_t>(evd.qlen); }
+
 void ring_push_locked(Evd &evd, const DAT_EVENT &e) {
-    evd.ring[(evd.head + evd.count) % evd.ring.size()] = e;
+    evd.ring[(evd.head + evd.count) & (evd.ring.size() - 1)] = e;
     ++evd.count;
 }
 
 DAT_EVENT ring_pop_locked(Evd &evd) {
     DAT_EVENT e = evd.ring[evd.head];
-    evd.head = (evd.head + 1) % evd.ring.size();
+    evd.head = (evd.head + 1) & (evd.ring.size() - 1);
     --evd.count;
     return e;
-}
-
-void op_release(Op &op) {
-    Ep &ep = *op.ep;
-    std::lock_guard<std::mutex> lock(ep.ops_mu);
-    op.state.store(Op::kFree, std::memory_order_relaxed);
-    if (op.is_recv) {
-        op.next_free = ep.free_recvs;
-        ep.free_recvs = &op;
-        ep.recvs_posted.fetch_sub(1, std::memory_order_relaxed);
-    } else {
-        op.next_free = ep.free_requests;
-        ep.free_requests = &op;
-        ep.requests_posted.fetch_sub(1, std::memory_order_relaxed);
-        if (op.operation == DAT_DTO_RDMA_READ)
-            ep.reads_posted.fetch_sub(1, std::memory_order_release);
-    }
 }
 
 // Turns completions into events; returns how many events were produced.
@@ -60,32 +56,29 @@ void consume_completions(Evd &evd, const Completion *c, int n, bool to_spill) {
         std::uint8_t expected = Op::kPosted;
         if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
             // Already reported as flushed by a disconnect: drop the late one.
-            op_release(op);
+            op_recycle(op);
             continue;
         }
         bool report = !(op.suppress && c[i].status == DAT_DTO_SUCCESS);
         DAT_EVENT e = dto_event(op, c[i].status, c[i].length);
         e.evd_handle = &evd;
-        op_release(op);
+        op_recycle(op);
         if (!report)
             continue;
-        if (to_spill || evd.count == evd.ring.size())
+        if (to_spill || evd.count == capacity(evd))
             evd.spill.push_back(e);
         else
             ring_push_locked(evd, e);
     }
 }
 
-std::chrono::steady_clock::time_point deadline_of(DAT_TIMEOUT timeout_us) {
-    if (timeout_us == DAT_TIMEOUT_INFINITE)
-        return std::chrono::steady_clock::time_point::max();
-    return std::chrono::steady_clock::now() + std::chrono::microseconds(timeout_us);
-}
-
-void drain_wake_fd(Evd &evd) {
-    std::uint64_t v;
-    while (::read(evd.wake_fd, &v, sizeof v) == sizeof v) {
-    }
+DAT_RETURN set_evd_flag(DAT_EVD_HANDLE evd_handle, bool Evd::*flag, bool value) {
+    Evd *evd;
+    if (DAT_RETURN r = handle_cast(evd_handle, evd))
+        return r;
+    std::lock_guard<std::mutex> lock(evd->mu);
+    evd->*flag = value;
+    return DAT_SUCCESS;
 }
 
 DAT_RETURN evd_check_dequeuer(Evd &evd) {
@@ -110,15 +103,15 @@ DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_
 }
 
 void evd_fill_locked(Evd &evd) {
-    while (!evd.spill.empty() && evd.count < evd.ring.size()) {
+    while (!evd.spill.empty() && evd.count < capacity(evd)) {
         ring_push_locked(evd, evd.spill.front());
         evd.spill.pop_front();
     }
     if (!evd.cq || !evd.spill.empty())
         return;
     Completion c[32];
-    while (evd.count < evd.ring.size()) {
-        int room = static_cast<int>(std::min<std::size_t>(32, evd.ring.size() - evd.count));
+    while (evd.count < capacity(evd)) {
+        int room = static_cast<int>(std::min<std::size_t>(32, capacity(evd) - evd.count));
         int n = evd.ia->transport->cq_read(evd, c, room);
         if (n <= 0)
             break;
@@ -143,9 +136,7 @@ void evd_drain_all_locked(Evd &evd) {
 void evd_wake(Evd &evd) { evd_wake(evd, false); }
 
 void evd_wake(Evd &evd, bool fresh_event) {
-    std::uint64_t one = 1;
-    ssize_t rc = ::write(evd.wake_fd, &one, sizeof one);
-    (void)rc;
+    signal_fd(evd.wake_fd);
     Cno *cno = nullptr;
     {
         std::lock_guard<std::mutex> lock(evd.mu);
@@ -171,7 +162,7 @@ void evd_push(Evd &evd, const DAT_EVENT &event) {
         std::lock_guard<std::mutex> lock(evd.mu);
         DAT_EVENT e = event;
         e.evd_handle = &evd;
-        if (evd.spill.empty() && evd.count < evd.ring.size()) {
+        if (evd.spill.empty() && evd.count < capacity(evd)) {
             ring_push_locked(evd, e);
         } else {
             evd.spill.push_back(e);
@@ -200,20 +191,9 @@ void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT re
 void evd_release(Evd &evd) {
     // A thread still blocked in dat_evd_wait (abrupt dat_ia_close) returns
     // DAT_ABORT; the EVD goes away only once it has left.
-    evd.aborted = true;
-    while (evd.inside.load() != 0) {
-        std::uint64_t one = 1;
-        ssize_t rc = ::write(evd.wake_fd, &one, sizeof one);
-        (void)rc;
-        std::this_thread::yield();
-    }
-    if (evd.cno) {
-        if (evd.cno->evds.fetch_sub(1) == 1) {
-            std::uint64_t one = 1; // its last EVD is gone: release CNO waiters
-            ssize_t rc = ::write(evd.cno->fd, &one, sizeof one);
-            (void)rc;
-        }
-    }
+    evict_waiters(evd.aborted, evd.inside, evd.wake_fd);
+    if (evd.cno && evd.cno->evds.fetch_sub(1) == 1)
+        signal_fd(evd.cno->fd); // its last EVD is gone: release CNO waiters
     if (evd.cq)
         evd.ia->transport->cq_close(evd);
     if (evd.wake_fd >= 0)
@@ -236,7 +216,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             return invalid_arg(2);
         Cno *cno = nullptr;
         if (cno_handle != DAT_HANDLE_NULL)
-            if (DAT_RETURN r = handle_cast(cno_handle, cno))
+            if (DAT_RETURN r = handle_cast_in(ia, cno_handle, cno))
                 return r;
         if (flags == 0 || (flags & ~kValidFlags))
             return invalid_arg(4);
@@ -248,7 +228,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
         evd->flags = flags;
         evd->qlen = qlen;
         try {
-            evd->ring.resize(static_cast<std::size_t>(qlen));
+            evd->ring.resize(ring_storage(qlen));
         } catch (...) {
             destroy_object(evd);
             throw;
@@ -308,7 +288,7 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) 
             return r;
         Cno *cno = nullptr;
         if (cno_handle != DAT_HANDLE_NULL)
-            if (DAT_RETURN r = handle_cast(cno_handle, cno))
+            if (DAT_RETURN r = handle_cast_in(evd->ia, cno_handle, cno))
                 return r;
         std::lock_guard<std::mutex> lock(evd->mu);
         if (evd->cno)
@@ -320,45 +300,19 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) 
     });
 }
 
-DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) {
-    Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd))
-        return r;
-    std::lock_guard<std::mutex> lock(evd->mu);
-    evd->enabled = true;
-    return DAT_SUCCESS;
-}
+DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) { return set_evd_flag(evd_handle, &Evd::enabled, true); }
 
-DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) {
-    Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd))
-        return r;
-    std::lock_guard<std::mutex> lock(evd->mu);
-    evd->enabled = false;
-    return DAT_SUCCESS;
-}
+DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) { return set_evd_flag(evd_handle, &Evd::enabled, false); }
 
 DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE evd_handle) {
-    Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd))
-        return r;
-    {
-        std::lock_guard<std::mutex> lock(evd->mu);
-        evd->waitable = false;
-    }
-    std::uint64_t one = 1;
-    ssize_t rc = ::write(evd->wake_fd, &one, sizeof one); // a blocked waiter returns
-    (void)rc;
-    return DAT_SUCCESS;
+    DAT_RETURN r = set_evd_flag(evd_handle, &Evd::waitable, false);
+    if (r == DAT_SUCCESS)
+        signal_fd(static_cast<Evd *>(evd_handle)->wake_fd); // a blocked waiter returns
+    return r;
 }
 
 DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle) {
-    Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd))
-        return r;
-    std::lock_guard<std::mutex> lock(evd->mu);
-    evd->waitable = true;
-    return DAT_SUCCESS;
+    return set_evd_flag(evd_handle, &Evd::waitable, true);
 }
 
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
@@ -386,11 +340,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             return r;
         if (!event)
             return invalid_arg(4);
-        struct Inside {
-            Evd &e;
-            explicit Inside(Evd &ev) : e(ev) { e.inside.fetch_add(1); }
-            ~Inside() { e.inside.fetch_sub(1); }
-        } inside(*evd);
+        ScopedCount inside(evd->inside);
         std::unique_lock<std::mutex> lock(evd->mu);
         if (threshold <= 0 || threshold > evd->qlen)
             return invalid_arg(3);
@@ -401,7 +351,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
         if (DAT_RETURN r = evd_check_dequeuer(*evd))
             return r;
         evd->waiter = true;
-        const auto deadline = deadline_of(timeout);
+        const Deadline deadline = Deadline::after_us(timeout);
         DAT_RETURN result = DAT_SUCCESS;
         for (;;) {
             evd_fill_locked(*evd);
@@ -417,16 +367,11 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
                 result = DAT_ERROR(DAT_ABORT, 0); // dat_ia_close(3DAT): waiters return DAT_ABORT
                 break;
             }
-            auto now = std::chrono::steady_clock::now();
-            if (now >= deadline) {
+            if (deadline.expired()) {
                 result = kTimeoutExpired;
                 break;
             }
-            int ms = -1;
-            if (deadline != std::chrono::steady_clock::time_point::max()) {
-                auto left = std::chrono::duration_cast<std::chrono::microseconds>(deadline - now).count();
-                ms = static_cast<int>(std::min<long long>((left + 999) / 1000, 1 << 30));
-            }
+            const int ms = deadline.poll_ms();
             pollfd fds[2] = {{evd->wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
             int nfds = 1;
             lock.unlock();
@@ -445,7 +390,7 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
                     break;
                 }
             }
-            drain_wake_fd(*evd);
+            drain_fd(evd->wake_fd);
             lock.lock();
         }
         evd->waiter = false;
@@ -467,7 +412,7 @@ DAT_RETURN evd_resize(DAT_EVD_HANDLE evd_handle, DAT_COUNT qlen) {
             return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
         if (static_cast<std::size_t>(qlen) < evd->count + evd->spill.size())
             return DAT_ERROR(DAT_INVALID_STATE, 0);
-        std::vector<DAT_EVENT> ring(static_cast<std::size_t>(qlen));
+        std::vector<DAT_EVENT> ring(ring_storage(qlen));
         std::size_t n = 0;
         while (evd->count)
             ring[n++] = ring_pop_locked(*evd);
@@ -497,7 +442,7 @@ DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event) {
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
         {
             std::lock_guard<std::mutex> lock(evd->mu);
-            if (evd->count + evd->spill.size() >= evd->ring.size()) {
+            if (evd->count + evd->spill.size() >= capacity(*evd)) {
                 return DAT_ERROR(DAT_QUEUE_FULL, 0);
             }
             DAT_EVENT e;

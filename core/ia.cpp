@@ -91,14 +91,13 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         TransportFactory factory = nullptr;
         std::string params;
         const DAT_PROVIDER *table = nullptr;
-        if (!provider_entry(nullptr, name, factory, params, &table))
+        if (!provider_entry(name, factory, params, &table))
             return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
-        Evd *given = nullptr;
-        bool create_async = *async_evd == DAT_HANDLE_NULL || *async_evd == DAT_EVD_ASYNC_EXISTS;
-        if (!create_async) {
-            // A consumer-made EVD cannot exist before its IA: nothing else is valid.
+        // Each open is its own IA here, so the async EVD is always ours:
+        // DAT_EVD_ASYNC_EXISTS gets a fresh one, and an EVD of another open
+        // (which OFED would share) is refused.
+        if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS)
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
-        }
         if (async_qlen <= 0 || async_qlen > kMaxEvdQlen)
             async_qlen = 16;
         Ia *ia = make_object<Ia>(table, nullptr);
@@ -127,7 +126,6 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             destroy_object(ia);
             return r;
         }
-        (void)given;
         ia->async_evd = static_cast<Evd *>(evd);
         ia->async_evd_owned = true;
         *async_evd = evd;

@@ -162,7 +162,6 @@ struct Ep : ObjectHeader {
     std::atomic<std::uint64_t> next_seq{0};
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
-    DAT_COUNT recv_low_watermark = DAT_WATERMARK_INFINITE, send_high_watermark = DAT_WATERMARK_INFINITE;
     void *tp = nullptr; // the transport's endpoint state
 };
 
@@ -170,6 +169,7 @@ struct Ia : ObjectHeader {
     std::string name;
     std::unique_ptr<Transport> transport;
     DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
+    DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
     Evd *async_evd = nullptr;
     bool async_evd_owned = false; // created by ia_open
     std::mutex mu;                // the object lists below
@@ -182,38 +182,21 @@ struct Ia : ObjectHeader {
     Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
 };
 
-template <> struct HandleTraits<Ia> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_IA;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_IA;
-};
-template <> struct HandleTraits<Pz> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PZ;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_PZ;
-};
-template <> struct HandleTraits<Evd> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EVD;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_EVD_REQUEST;
-};
-template <> struct HandleTraits<Cno> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CNO;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_CNO;
-};
-template <> struct HandleTraits<Ep> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_EP;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_EP;
-};
-template <> struct HandleTraits<Lmr> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_LMR;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_LMR;
-};
-template <> struct HandleTraits<Psp> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_PSP;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_PSP;
-};
-template <> struct HandleTraits<Cr> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_CR;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_CR;
-};
+#define DAT2_HANDLE_TRAITS(Type, dat_type, invalid_subtype)                                  \
+    template <> struct HandleTraits<Type> {                                                  \
+        static constexpr DAT_HANDLE_TYPE kType = dat_type;                                   \
+        static constexpr DAT_RETURN kSubtype = invalid_subtype;                              \
+    }
+DAT2_HANDLE_TRAITS(Ia, DAT_HANDLE_TYPE_IA, DAT_INVALID_HANDLE_IA);
+DAT2_HANDLE_TRAITS(Pz, DAT_HANDLE_TYPE_PZ, DAT_INVALID_HANDLE_PZ);
+// An EVD's subtype depends on the role it is passed in; callers name it.
+DAT2_HANDLE_TRAITS(Evd, DAT_HANDLE_TYPE_EVD, DAT_INVALID_HANDLE_EVD_REQUEST);
+DAT2_HANDLE_TRAITS(Cno, DAT_HANDLE_TYPE_CNO, DAT_INVALID_HANDLE_CNO);
+DAT2_HANDLE_TRAITS(Ep, DAT_HANDLE_TYPE_EP, DAT_INVALID_HANDLE_EP);
+DAT2_HANDLE_TRAITS(Lmr, DAT_HANDLE_TYPE_LMR, DAT_INVALID_HANDLE_LMR);
+DAT2_HANDLE_TRAITS(Psp, DAT_HANDLE_TYPE_PSP, DAT_INVALID_HANDLE_PSP);
+DAT2_HANDLE_TRAITS(Cr, DAT_HANDLE_TYPE_CR, DAT_INVALID_HANDLE_CR);
+#undef DAT2_HANDLE_TRAITS
 
 // ---- what a transport provides ---------------------------------------------
 

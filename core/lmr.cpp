@@ -65,6 +65,11 @@ void context_free(Ia &ia, Lmr &lmr) {
 
 } // namespace
 
+// [va, va + len) lies inside the LMR (no overflow on hostile values).
+bool lmr_covers(const Lmr &lmr, DAT_VADDR va, DAT_VLEN len) {
+    return va >= lmr.address && len <= lmr.length && va - lmr.address <= lmr.length - len;
+}
+
 Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context) {
     std::uint32_t idx = context & 0xffff;
     if (idx == 0 || idx >= static_cast<std::uint32_t>(kMaxLmrs))
@@ -88,10 +93,9 @@ DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRI
     if (pz && lmr->pz != pz)
         return DAT_ERROR(DAT_PROTECTION_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PROTECTION_READ
                                                                                               : DAT_PROTECTION_WRITE);
-    std::uintptr_t va = static_cast<std::uintptr_t>(t.virtual_address);
-    if (va < lmr->address || t.segment_length > lmr->length || va - lmr->address > lmr->length - t.segment_length)
+    if (!lmr_covers(*lmr, t.virtual_address, t.segment_length))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    out.addr = reinterpret_cast<void *>(va);
+    out.addr = reinterpret_cast<void *>(static_cast<std::uintptr_t>(t.virtual_address));
     out.length = t.segment_length;
     out.desc = lmr->desc;
     return DAT_SUCCESS;
@@ -120,10 +124,8 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
         if (DAT_RETURN r = handle_cast(ia_handle, ia))
             return r;
         Pz *pz;
-        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+        if (DAT_RETURN r = handle_cast_in(ia, pz_handle, pz))
             return r;
-        if (pz->ia != ia)
-            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_PZ);
         if (privileges & ~kValidPrivileges)
             return invalid_arg(6);
         if (va_type != DAT_VA_TYPE_VA) {
@@ -145,10 +147,9 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
                 return invalid_arg(4);
             break;
         case DAT_MEM_TYPE_LMR:
-            if (DAT_RETURN r = handle_cast(region.for_lmr_handle, parent))
-                return r; // the region names an LMR handle: an invalid one is an invalid handle
-            if (parent->ia != ia)
-                return invalid_arg(3);
+            // The region names an LMR handle: an invalid one is an invalid handle.
+            if (DAT_RETURN r = handle_cast_in(ia, region.for_lmr_handle, parent))
+                return r;
             address = parent->address;
             length = parent->length; // man page: the length argument is ignored
             break;
@@ -270,9 +271,7 @@ DAT_RETURN sync_check(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *iov, DAT_V
         return invalid_arg(2);
     for (DAT_VLEN i = 0; i < n; ++i) {
         Lmr *lmr = lmr_by_context(*ia, iov[i].lmr_context);
-        std::uintptr_t va = static_cast<std::uintptr_t>(iov[i].virtual_address);
-        if (!lmr || va < lmr->address || iov[i].segment_length > lmr->length ||
-            va - lmr->address > lmr->length - iov[i].segment_length)
+        if (!lmr || !lmr_covers(*lmr, iov[i].virtual_address, iov[i].segment_length))
             return invalid_arg(2);
     }
     // x86-64 DMA is cache coherent: nothing to flush once the ranges check out.

@@ -6,6 +6,8 @@
 
 namespace dat2::kit {
 
+bool lmr_covers(const Lmr &lmr, DAT_VADDR va, DAT_VLEN len);
+
 // The live LMR a context names, or nullptr. Lock-free (post path).
 Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context);
 

@@ -88,6 +88,17 @@ template <class T> DAT_RETURN handle_cast(DAT_HANDLE h, T *&out, DAT_RETURN subt
     return DAT_SUCCESS;
 }
 
+// handle_cast() for a handle that must belong to `ia`: an object of another
+// IA (another domain underneath) is an invalid handle here.
+template <class T>
+DAT_RETURN handle_cast_in(const Ia *ia, DAT_HANDLE h, T *&out, DAT_RETURN subtype = HandleTraits<T>::kSubtype) {
+    if (DAT_RETURN r = handle_cast(h, out, subtype))
+        return r;
+    if (out->ia != ia)
+        return DAT_ERROR(DAT_INVALID_HANDLE, subtype);
+    return DAT_SUCCESS;
+}
+
 // Any live kit object, whatever its type.
 inline ObjectHeader *any_object(DAT_HANDLE h) {
     if (h == DAT_HANDLE_NULL || !Arena::instance().owns(h))

@@ -218,13 +218,12 @@ void provider_fini(const DAT_PROVIDER_INFO *info) noexcept {
 }
 
 // The factory and ia_params of the entry a table belongs to.
-bool provider_entry(const DAT_PROVIDER *table, const std::string &name, TransportFactory &factory,
-                    std::string &ia_params, const DAT_PROVIDER **resolved) {
+bool provider_entry(const std::string &name, TransportFactory &factory, std::string &ia_params,
+                    const DAT_PROVIDER **resolved) {
     std::lock_guard<std::mutex> lock(entries_mu);
     auto it = entries().find(name);
     if (it == entries().end() || !it->second->registered)
         return false;
-    (void)table;
     factory = it->second->factory;
     ia_params = it->second->ia_params;
     *resolved = &it->second->table;

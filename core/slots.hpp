@@ -9,8 +9,8 @@
 
 namespace dat2::kit {
 
-bool provider_entry(const DAT_PROVIDER *table, const std::string &name, TransportFactory &factory,
-                    std::string &ia_params, const DAT_PROVIDER **resolved);
+bool provider_entry(const std::string &name, TransportFactory &factory, std::string &ia_params,
+                    const DAT_PROVIDER **resolved);
 const DAT_PROVIDER_INFO *provider_info(const DAT_PROVIDER *table);
 
 namespace slot {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kit.hpp"
+#include "wait.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -51,6 +52,12 @@ struct CmHeader {
 };
 static_assert(sizeof(CmHeader) == 8);
 enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
+// Writes header + consumer data into `out`; returns the bytes to send.
+std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out);
+// The consumer data inside a received CM message, when it carries our header
+// (and, when `kind` is not 0, that kind). False for anything else.
+bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind, const unsigned char *&pdata,
+                     std::size_t &pdata_len);
 
 struct OfiEp;
 struct OfiPsp;
@@ -98,7 +105,6 @@ private:
     DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
     void close_endpoint(OfiEp &oep); // cm_mu_ held
     OfiEp *ep_by_fid(const fid *f);
-    std::size_t frame(std::uint8_t kind, const void *pdata, std::size_t len, unsigned char *out) const;
     fid_cq *cq_of(kit::Evd *evd);
 
     kit::Ia &ia_;
@@ -109,10 +115,9 @@ private:
     fid_eq *eq_ = nullptr;
     fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
     int eq_fd_ = -1;
-    int stop_fd_ = -1; // eventfd: wakes the CM thread (new deadline, or stop)
+    int wake_fd_ = -1; // eventfd: wakes the CM thread (new deadline, new queue, or stop)
     std::atomic<bool> stopping_{false};
     sockaddr_storage addr_{};
-    std::size_t cm_data_size_ = 0;
 
     std::thread cm_thread_;
     std::mutex cm_mu_;
@@ -147,7 +152,7 @@ struct OfiEp {
     };
     std::vector<PendingRecv> pending;
     std::mutex pending_mu;
-    std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+    kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
     bool shutdown_sent = false;
 };
 

@@ -33,9 +33,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
         std::lock_guard<std::mutex> lock(cm_mu_);
         cqs_.push_back({cq, &evd, false});
     }
-    std::uint64_t one = 1;
-    ssize_t wrc = ::write(stop_fd_, &one, sizeof one); // the CM thread watches it from now on
-    (void)wrc;
+    kit::signal_fd(wake_fd_); // the CM thread watches it from now on
     return DAT_SUCCESS;
 }
 

@@ -28,7 +28,7 @@ std::size_t sa_len(const sockaddr *sa) {
 
 } // namespace
 
-std::size_t OfiTransport::frame(std::uint8_t kind, const void *pdata, std::size_t len, unsigned char *out) const {
+std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out) {
     CmHeader h;
     std::memcpy(h.magic, "DAT2", 4);
     h.version = 1;
@@ -38,6 +38,19 @@ std::size_t OfiTransport::frame(std::uint8_t kind, const void *pdata, std::size_
     if (len)
         std::memcpy(out + sizeof h, pdata, len);
     return sizeof h + len;
+}
+
+bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind, const unsigned char *&pdata,
+                     std::size_t &pdata_len) {
+    CmHeader h;
+    if (!data || len < sizeof h)
+        return false;
+    std::memcpy(&h, data, sizeof h);
+    if (std::memcmp(h.magic, "DAT2", 4) != 0 || (kind && h.kind != kind) || h.length > len - sizeof h)
+        return false;
+    pdata = static_cast<const unsigned char *>(data) + sizeof h;
+    pdata_len = h.length;
+    return true;
 }
 
 DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
@@ -55,7 +68,7 @@ void OfiTransport::close_endpoint(OfiEp &oep) {
         fi_close(&oep.ep->fid);
         oep.ep = nullptr;
     }
-    oep.deadline = std::chrono::steady_clock::time_point::max();
+    oep.deadline = kit::Deadline::never();
     oep.shutdown_sent = false;
     // A new id: events still queued for the old endpoint find nothing.
     eps_.erase(oep.id);
@@ -137,6 +150,10 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     std::free(hints->dest_addr);
     hints->dest_addr = std::malloc(sa_len(addr));
+    if (!hints->dest_addr) {
+        fi_freeinfo(hints);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
     std::memcpy(hints->dest_addr, &dest, sa_len(addr));
     hints->dest_addrlen = sa_len(addr);
     hints->addr_format = addr->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
@@ -153,7 +170,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     unsigned char buf[512];
-    std::size_t len = frame(kCmConnect, pdata, pdata_len, buf);
+    std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf);
     std::lock_guard<std::mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r = make_endpoint(oep, cinfo);
@@ -166,10 +183,8 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
             close_endpoint(oep);
             r = DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
         } else if (timeout != DAT_TIMEOUT_INFINITE) {
-            oep.deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(timeout);
-            std::uint64_t one = 1; // the CM thread recomputes its wake-up
-            ssize_t wrc = ::write(stop_fd_, &one, sizeof one);
-            (void)wrc;
+            oep.deadline = kit::Deadline::after_us(timeout);
+            kit::signal_fd(wake_fd_); // the CM thread recomputes its wake-up
         }
     }
     fi_freeinfo(cinfo);
@@ -196,7 +211,7 @@ DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool graceful) {
     // FI_SHUTDOWN comes back on the event queue; should it not, the CM
     // thread completes the disconnect after this long.
     oep.shutdown_sent = true;
-    oep.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    oep.deadline = kit::Deadline::after(std::chrono::seconds(2));
     return DAT_SUCCESS;
 }
 
@@ -210,6 +225,10 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     if (!hints)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     auto *src = static_cast<sockaddr_storage *>(std::calloc(1, sizeof(sockaddr_storage)));
+    if (!src) {
+        fi_freeinfo(hints);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
     std::memcpy(src, &addr_, sa_len(address()));
     set_port(*src, qual ? static_cast<std::uint16_t>(*qual) : 0);
     std::free(hints->src_addr);
@@ -274,7 +293,7 @@ DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
     if (!info)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[512];
-    std::size_t len = frame(kCmAccept, pdata, pdata_len, buf);
+    std::size_t len = frame_cm_data(kCmAccept, pdata, pdata_len, buf);
     std::lock_guard<std::mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r = make_endpoint(oep, info);
@@ -296,7 +315,7 @@ DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdat
     if (!info)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[512];
-    std::size_t len = frame(kCmReject, pdata, pdata_len, buf);
+    std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
     {
         std::lock_guard<std::mutex> lock(cm_mu_);

@@ -144,15 +144,31 @@ DAT_RETURN OfiTransport::open() {
         DAT2_ERR("%s: fi_cq_open: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    stop_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (stop_fd_ < 0)
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    // CM data: libfabric reports the limit per endpoint; tcp allows 256.
-    cm_data_size_ = info_->ep_attr->max_msg_size ? 256 : 256;
-    if (info_->ep_attr && info_->ep_attr->msg_prefix_size)
-        cm_data_size_ = 256;
-    ia_.max_private_data = static_cast<DAT_COUNT>(
-        std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size_ - sizeof(CmHeader)));
+    // How much CM data the provider carries (tcp 256 B, verbs far less):
+    // libfabric reports it per endpoint, so ask a passive one.
+    std::size_t cm_data_size = 0;
+    {
+        fid_pep *probe = nullptr;
+        std::size_t optlen = sizeof cm_data_size;
+        if (fi_passive_ep(fabric_, info_, &probe, nullptr) == 0) {
+            if (fi_getopt(&probe->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_data_size, &optlen))
+                cm_data_size = 0;
+            fi_close(&probe->fid);
+        }
+    }
+    if (cm_data_size <= sizeof(CmHeader)) {
+        DAT2_ERR("%s: provider '%s' carries no connection data (%zu bytes); private data and reject "
+                 "reasons need it\n",
+                 name, params_.provider.c_str(), cm_data_size);
+        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+    }
+    ia_.max_iov = static_cast<DAT_COUNT>(
+        std::min<std::size_t>({info_->tx_attr->iov_limit, info_->rx_attr->iov_limit, std::size_t(kit::kMaxIov)}));
+    ia_.max_private_data =
+        static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size - sizeof(CmHeader)));
     cm_thread_ = std::thread([this] { cm_loop(); });
     char text[INET6_ADDRSTRLEN] = "?";
     const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
@@ -166,9 +182,7 @@ DAT_RETURN OfiTransport::open() {
 OfiTransport::~OfiTransport() {
     if (cm_thread_.joinable()) {
         stopping_ = true;
-        std::uint64_t one = 1;
-        ssize_t rc = ::write(stop_fd_, &one, sizeof one);
-        (void)rc;
+        kit::signal_fd(wake_fd_);
         cm_thread_.join();
     }
     if (null_cq_)
@@ -181,8 +195,8 @@ OfiTransport::~OfiTransport() {
         fi_close(&fabric_->fid);
     if (info_)
         fi_freeinfo(info_);
-    if (stop_fd_ >= 0)
-        ::close(stop_fd_);
+    if (wake_fd_ >= 0)
+        ::close(wake_fd_);
 }
 
 void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
@@ -191,8 +205,8 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.hardware_version_major = FI_MAJOR(info_->fabric_attr->prov_version);
     a.hardware_version_minor = FI_MINOR(info_->fabric_attr->prov_version);
     const std::size_t iov = std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov);
-    const std::size_t rma_iov = std::min<std::size_t>(info_->tx_attr->rma_iov_limit ? info_->tx_attr->iov_limit : 1,
-                                                      kit::kMaxIov);
+    // RMA posts one remote segment and up to iov_limit local ones.
+    const std::size_t rma_iov = iov;
     a.max_dto_per_ep = 16384;
     a.max_rdma_read_per_ep_in = 64;
     a.max_rdma_read_per_ep_out = 64;
@@ -216,25 +230,24 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
 
 void OfiTransport::cm_loop() {
     alignas(fi_eq_cm_entry) unsigned char buf[sizeof(fi_eq_cm_entry) + 512];
+    // Reused every round: the thread wakes every millisecond while
+    // endpoints are connected and should not allocate each time.
+    std::vector<pollfd> fds;
+    std::vector<kit::Evd *> polled; // the EVD of fds[2 + i]
     for (;;) {
+        fds.assign({{eq_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
+        polled.clear();
         int timeout_ms = -1;
-        {
-            std::lock_guard<std::mutex> lock(cm_mu_);
-            auto now = std::chrono::steady_clock::now();
-            for (auto &[id, oep] : eps_) {
-                if (oep->deadline == std::chrono::steady_clock::time_point::max())
-                    continue;
-                auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(oep->deadline - now).count() + 1;
-                ms = std::max<long long>(ms, 0);
-                if (timeout_ms < 0 || ms < timeout_ms)
-                    timeout_ms = static_cast<int>(std::min<long long>(ms, 1 << 30));
-            }
-        }
-        std::vector<pollfd> fds{{eq_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-        std::vector<kit::Evd *> polled; // the EVD of fds[2 + i]
         bool busy = false;
         {
             std::lock_guard<std::mutex> lock(cm_mu_);
+            for (auto &[id, oep] : eps_) {
+                timeout_ms = kit::min_poll_ms(timeout_ms, oep->deadline.poll_ms());
+                // tcp's wait objects do not report socket writability and it
+                // has no progress thread: while an endpoint is connected,
+                // drive progress at least every millisecond.
+                busy = busy || oep->ep != nullptr;
+            }
             for (WatchedCq &w : cqs_) {
                 int fd = -1;
                 fid *f = &w.cq->fid;
@@ -244,26 +257,17 @@ void OfiTransport::cm_loop() {
                     w.signaled = false;
                     continue;
                 }
-                // Completions (or provider work) are queued: wake the EVD, at
-                // most once per millisecond, and keep driving progress.
+                // Completions (or provider work) are queued: wake the EVD once
+                // per round, and keep driving progress.
                 busy = true;
-                if (!w.signaled || timeout_ms == 0) {
+                if (!w.signaled) {
                     w.signaled = true;
                     kit::evd_wake(*w.evd);
                 }
             }
         }
-        // Large transfers move only as fast as someone drives progress, and
-        // tcp's wait objects do not report socket writability: while any
-        // endpoint is connected, drive it at least every millisecond.
-        {
-            std::lock_guard<std::mutex> lock(cm_mu_);
-            for (auto &[id, oep] : eps_)
-                if (oep->ep)
-                    busy = true;
-        }
-        if (busy && (timeout_ms < 0 || timeout_ms > 1))
-            timeout_ms = 1;
+        if (busy)
+            timeout_ms = kit::min_poll_ms(timeout_ms, 1);
         fid *fids[1] = {&eq_->fid};
         int ready = 0;
         if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS)
@@ -271,9 +275,9 @@ void OfiTransport::cm_loop() {
         {
             std::lock_guard<std::mutex> lock(cm_mu_);
             kick_progress();
-            if (busy && ready == 0)
+            if (ready == 0)
                 for (WatchedCq &w : cqs_)
-                    w.signaled = false; // a millisecond passed: wake again next round
+                    w.signaled = false; // a quiet round passed: wake again next time
             for (std::size_t i = 2; ready > 0 && i < fds.size(); ++i) {
                 if (!(fds[i].revents & POLLIN))
                     continue;
@@ -283,9 +287,7 @@ void OfiTransport::cm_loop() {
                     kit::evd_wake(*evd);
             }
         }
-        std::uint64_t v;
-        while (::read(stop_fd_, &v, sizeof v) == sizeof v) {
-        }
+        kit::drain_fd(wake_fd_);
         if (stopping_)
             return;
         for (;;) {
@@ -321,11 +323,10 @@ void OfiTransport::check_deadlines() {
     std::vector<kit::Ep *> forced;
     {
         std::lock_guard<std::mutex> lock(cm_mu_);
-        auto now = std::chrono::steady_clock::now();
         for (auto &[id, oep] : eps_) {
-            if (oep->deadline > now)
+            if (!oep->deadline.expired())
                 continue;
-            oep->deadline = std::chrono::steady_clock::time_point::max();
+            oep->deadline = kit::Deadline::never();
             if (oep->shutdown_sent)
                 forced.push_back(oep->owner);
             else
@@ -359,14 +360,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     std::size_t data_len = len > static_cast<ssize_t>(sizeof *entry) ? static_cast<std::size_t>(len) - sizeof *entry : 0;
     const unsigned char *pdata = nullptr;
     std::size_t pdata_len = 0;
-    if (data_len >= sizeof(CmHeader)) {
-        CmHeader h;
-        std::memcpy(&h, data, sizeof h);
-        if (std::memcmp(h.magic, "DAT2", 4) == 0 && h.length <= data_len - sizeof h) {
-            pdata = data + sizeof h;
-            pdata_len = h.length;
-        }
-    }
+    unframe_cm_data(data, data_len, 0, pdata, pdata_len);
     std::lock_guard<std::mutex> lock(cm_mu_);
     switch (event) {
     case FI_CONNREQ: {
@@ -385,7 +379,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     case FI_CONNECTED: {
         OfiEp *oep = ep_by_fid(entry->fid);
         if (oep) {
-            oep->deadline = std::chrono::steady_clock::time_point::max();
+            oep->deadline = kit::Deadline::never();
             sockaddr_storage local{};
             std::size_t llen = sizeof local;
             if (oep->ep && fi_getname(&oep->ep->fid, &local, &llen) == 0)
@@ -399,7 +393,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     case FI_SHUTDOWN: {
         OfiEp *oep = ep_by_fid(entry->fid);
         if (oep) {
-            oep->deadline = std::chrono::steady_clock::time_point::max();
+            oep->deadline = kit::Deadline::never();
             kit::on_disconnected(*oep->owner, false);
         }
         return;
@@ -421,22 +415,14 @@ void OfiTransport::handle_cm_error() {
                  fi_text(err.err));
         return;
     }
-    oep->deadline = std::chrono::steady_clock::time_point::max();
+    oep->deadline = kit::Deadline::never();
     kit::Ep &ep = *oep->owner;
     DAT_EP_STATE state = ep.state.load();
     const unsigned char *pdata = nullptr;
     std::size_t pdata_len = 0;
-    bool peer = false;
-    if (err.err_data && err.err_data_size >= sizeof(CmHeader)) {
-        CmHeader h;
-        std::memcpy(&h, err.err_data, sizeof h);
-        if (std::memcmp(h.magic, "DAT2", 4) == 0 && h.kind == kCmReject &&
-            h.length <= err.err_data_size - sizeof h) {
-            peer = true;
-            pdata = static_cast<const unsigned char *>(err.err_data) + sizeof h;
-            pdata_len = h.length;
-        }
-    }
+    // Our header with kind "reject" means the peer's consumer refused;
+    // a refusal without it comes from the network (nobody listens).
+    const bool peer = unframe_cm_data(err.err_data, err.err_data_size, kCmReject, pdata, pdata_len);
     if (state == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
         DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
         if (peer)
