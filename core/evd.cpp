@@ -133,31 +133,37 @@ void evd_drain_all_locked(Evd &evd) {
     }
 }
 
-void evd_wake(Evd &evd) { evd_wake(evd, false); }
+// The CNO to trigger for what just reached the FIFO, decided under evd.mu
+// together with the push (a waiter that takes the event right after must
+// not see the CNO fire: dat_evd_wait(3DAT) preempts it). CNOs are
+// edge-triggered: `arrived` says whether a new event came in.
+static Cno *cno_to_notify_locked(Evd &evd, bool arrived) {
+    return arrived && evd.cno && evd.enabled && !evd.waiter ? evd.cno : nullptr;
+}
 
-void evd_wake(Evd &evd, bool fresh_event) {
+static void wake_and_notify(Evd &evd, Cno *cno) {
     signal_fd(evd.wake_fd);
-    Cno *cno = nullptr;
-    {
-        std::lock_guard<std::mutex> lock(evd.mu);
-        // DAT: the CNO is not triggered while a consumer waits on the EVD,
-        // and only for an event the consumer can then dequeue (a transport's
-        // "maybe" wake-up must not reach the CNO).
-        // A CNO is edge-triggered: an event that was already waiting in the
-        // FIFO does not trigger it again.
-        if (evd.cno && evd.enabled && !evd.waiter) {
-            std::size_t before = evd.count;
-            evd_fill_locked(evd);
-            if (fresh_event || evd.count > before)
-                cno = evd.cno;
-        }
-    }
     if (cno)
         cno_notify(*cno, evd);
 }
 
+void evd_wake(Evd &evd) {
+    // Completions may have arrived in the transport's queue: pull them in
+    // (a transport's "maybe" wake-up must not reach the CNO by itself).
+    Cno *cno;
+    {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        std::size_t before = evd.count;
+        if (evd.cno && evd.enabled && !evd.waiter)
+            evd_fill_locked(evd);
+        cno = cno_to_notify_locked(evd, evd.count > before);
+    }
+    wake_and_notify(evd, cno);
+}
+
 void evd_push(Evd &evd, const DAT_EVENT &event) {
     bool overflow = false;
+    Cno *cno;
     {
         std::lock_guard<std::mutex> lock(evd.mu);
         DAT_EVENT e = event;
@@ -169,8 +175,9 @@ void evd_push(Evd &evd, const DAT_EVENT &event) {
             overflow = !evd.overflowed;
             evd.overflowed = true;
         }
+        cno = cno_to_notify_locked(evd, true);
     }
-    evd_wake(evd, true);
+    wake_and_notify(evd, cno);
     if (overflow && !(evd.flags & DAT_EVD_ASYNC_FLAG)) {
         DAT2_ERR("EVD %p: queue of %d events overflowed; events kept beyond qlen\n", (void *)&evd, evd.qlen);
         post_async(*evd.ia, DAT_ASYNC_ERROR_EVD_OVERFLOW, &evd, DAT_EVD_OVERFLOW_ERROR);
@@ -440,6 +447,7 @@ DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event) {
             return invalid_arg(2);
         if (!(evd->flags & DAT_EVD_SOFTWARE_FLAG))
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+        Cno *cno;
         {
             std::lock_guard<std::mutex> lock(evd->mu);
             if (evd->count + evd->spill.size() >= capacity(*evd)) {
@@ -451,8 +459,9 @@ DAT_RETURN evd_post_se(DAT_EVD_HANDLE evd_handle, const DAT_EVENT *event) {
             e.evd_handle = evd;
             e.event_data.software_event_data = event->event_data.software_event_data;
             ring_push_locked(*evd, e);
+            cno = cno_to_notify_locked(*evd, true);
         }
-        evd_wake(*evd, true);
+        wake_and_notify(*evd, cno);
         return DAT_SUCCESS;
     });
 }

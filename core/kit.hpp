@@ -294,7 +294,6 @@ void evd_fill_locked(Evd &evd);
 // Every queued completion, whatever the room (spills past qlen); holds evd.mu.
 void evd_drain_all_locked(Evd &evd);
 void evd_wake(Evd &evd); // completions may have arrived
-void evd_wake(Evd &evd, bool fresh_event);
 DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out);
 void ia_track(Ia &ia, ObjectHeader *obj);
 void ia_untrack(Ia &ia, ObjectHeader *obj);

@@ -8,10 +8,15 @@
 #include <dat2/udat.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace conformance {
+
+using namespace std::chrono_literals;
 
 std::vector<std::string> ia_names();
 
@@ -20,6 +25,53 @@ std::string param_name(const ::testing::TestParamInfo<std::string> &info);
 
 // DAT_RETURN with its major code and subtype spelled out, for messages.
 std::string ret_text(DAT_RETURN r);
+
+// ---- known gaps ---------------------------------------------------------------
+// What the implementation does not do yet, each with the issue that will do
+// it. A test that runs into one skips with this text (and the return code),
+// so the skip names what is missing; it is never a reason to pass.
+inline constexpr const char *kGapRsp =
+    "known gap, issue 4: Reserved Service Points (dat_rsp_create) are not implemented yet";
+inline constexpr const char *kGapRmr =
+    "known gap, issue 4: RMRs are not implemented yet (the IA reports max_rmrs 0)";
+inline constexpr const char *kGapPspProvider =
+    "known gap, issue 4: DAT_PSP_PROVIDER_FLAG (Endpoints created by the provider for a PSP) is not supported yet";
+inline constexpr const char *kGapRemotePz =
+    "known gap, issue 3: remote access is not yet checked against the target Endpoint's PZ "
+    "(libfabric has no protection zones; needs one fabric domain per PZ)";
+inline constexpr const char *kGapConsumerAsyncEvd =
+    "known gap, issue 4: dat_ia_open does not yet accept a Consumer-supplied async EVD";
+
+// The implementation says it lacks what was asked for: DAT_NOT_IMPLEMENTED or
+// DAT_MODEL_NOT_SUPPORTED.
+bool not_provided(DAT_RETURN r);
+
+// ---- the watchdog ---------------------------------------------------------------
+// A test that runs longer than this is stuck inside a DAT call.
+constexpr int kWatchdogSeconds = 90;
+
+// Ends the process, naming the test, if it runs longer than `seconds`: a DAT
+// call that never returns (or a waiter thread that never ends) must not hang
+// the suite until ctest's own timeout.
+class Watchdog {
+  public:
+    void start(const std::string &what, int seconds = kWatchdogSeconds);
+    void stop();
+    ~Watchdog() { stop(); }
+
+  private:
+    struct State;
+    State *st_ = nullptr;
+};
+
+// Base of every suite: parametrized over the IA name, under a watchdog. A
+// suite that overrides SetUp/TearDown calls these first/last.
+class ConformanceTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override;
+    void TearDown() override;
+    Watchdog watchdog;
+};
 
 // One opened IA with its async EVD and one PZ; closed (abrupt) on destruction.
 struct OpenIa {
@@ -43,8 +95,100 @@ enum class HandleKind { Any, Ia, Evd, Ep, Lmr, Rmr, Pz, Psp, Rsp, Cr, Cno, Srq }
 ::testing::AssertionResult IsInvalidHandle(const char *expr_text, const char *kind_text,
                                            DAT_RETURN r, HandleKind kind);
 
+// The DAT_HANDLE_TYPE of objects of `kind` (HandleKind::Any has none: DAT_HANDLE_TYPE_IA).
+DAT_HANDLE_TYPE handle_type(HandleKind kind);
+
+// The query of `kind` (dat_evd_query, dat_ep_query, ...; dat_ia_query with no
+// fields, dat_get_handle_type for HandleKind::Any) on `h`, into scratch
+// structures; `*ia` gets the IA handle the object reports (where it does).
+DAT_RETURN query_as(HandleKind kind, DAT_HANDLE h, DAT_IA_HANDLE *ia = nullptr);
+
+// The free (destroy) call of `kind` on `h`: dat_evd_free, dat_ep_free, ...,
+// dat_ia_close (abrupt) for HandleKind::Ia. Not for Any or Cr.
+DAT_RETURN free_as(HandleKind kind, DAT_HANDLE h);
+
 // A software event carrying `pointer`, as dat_evd_post_se(3DAT) takes it.
 DAT_EVENT software_event(void *pointer);
+
+// dat_lmr_create of DAT_MEM_TYPE_VIRTUAL memory [address, address + length);
+// what it returns besides the handle is dropped.
+DAT_RETURN create_lmr(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, void *address, DAT_VLEN length,
+                      DAT_MEM_PRIV_FLAGS privileges, DAT_LMR_HANDLE *lmr);
+
+// One live object of every kind a Consumer can make without a connection, all
+// on one IA: a CNO, a software EVD feeding it, a DTO, a connection and a CR EVD,
+// a PZ, an LMR over `buffer`, an RMR when the IA has any (max_rmrs), two
+// Endpoints, a PSP, and an RSP for `rsp_ep` when dat_rsp_create works
+// (`rsp_create` keeps its answer; `rsp` stays DAT_HANDLE_NULL otherwise).
+struct LocalObjects {
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE sw_evd = DAT_HANDLE_NULL, dto_evd = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE conn_evd = DAT_HANDLE_NULL, cr_evd = DAT_HANDLE_NULL;
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+    DAT_LMR_HANDLE lmr = DAT_HANDLE_NULL;
+    DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL, rsp_ep = DAT_HANDLE_NULL;
+    DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    DAT_CONN_QUAL psp_qual = 0;
+    bool has_rmr = false;
+    DAT_RETURN rsp_create = DAT_INTERNAL_ERROR;
+    std::vector<char> buffer = std::vector<char>(8192);
+
+    struct Object {
+        DAT_HANDLE handle;
+        HandleKind kind;
+        const char *what;
+    };
+    // Every object that exists (no RMR without RMRs, no RSP without dat_rsp_create).
+    std::vector<Object> all() const;
+
+    // Both use ASSERTs: call them with ASSERT_NO_FATAL_FAILURE.
+    void create(DAT_IA_HANDLE ia);
+    // Frees every object (each free must succeed); the handles keep their
+    // values, for tests of destroyed handles.
+    void destroy();
+};
+
+// ---- waiters in other threads ------------------------------------------------------
+// Every wait passes a finite timeout, so a waiter thread always ends (and the
+// std::future destructor, which joins it, cannot hang).
+constexpr DAT_TIMEOUT kLongWaitUs = 5'000'000; // a wait the test expects to be released early
+constexpr auto kLetWaiterBlock = 150ms;        // only to give a waiter time to block
+constexpr auto kWakeBound = 3s;                // how long a released waiter may take to return
+
+struct EvdWait {
+    DAT_RETURN r = DAT_INTERNAL_ERROR;
+    DAT_EVENT ev{};
+    DAT_COUNT nmore = -1;
+};
+// A thread blocked in dat_evd_wait(evd, timeout_us, threshold).
+std::future<EvdWait> start_evd_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout_us = kLongWaitUs,
+                                    DAT_COUNT threshold = 1);
+
+struct CnoWait {
+    DAT_RETURN r = DAT_INTERNAL_ERROR;
+    DAT_EVD_HANDLE evd = DAT_HANDLE_NULL; // starts as a junk value, to see that it is written
+};
+// A thread blocked in dat_cno_wait(cno, timeout_us).
+std::future<CnoWait> start_cno_wait(DAT_CNO_HANDLE cno, DAT_TIMEOUT timeout_us = kLongWaitUs);
+
+// Gives the waiter kLetWaiterBlock to block; it must not have returned.
+template <class T> ::testing::AssertionResult still_blocked(const std::future<T> &waiter) {
+    std::this_thread::sleep_for(kLetWaiterBlock);
+    if (waiter.wait_for(0s) == std::future_status::ready)
+        return ::testing::AssertionFailure() << "the waiter returned early";
+    return ::testing::AssertionSuccess();
+}
+
+// The waiter returns within `bound`.
+template <class T>
+::testing::AssertionResult returns_within(const std::future<T> &waiter,
+                                          std::chrono::milliseconds bound = kWakeBound) {
+    if (waiter.wait_for(bound) != std::future_status::ready)
+        return ::testing::AssertionFailure() << "the waiter did not return within " << bound.count() << " ms";
+    return ::testing::AssertionSuccess();
+}
 
 // dat_ia_query with every field of both attribute structures.
 // DAT_PROVIDER_ATTR has a const member, so it lives in raw storage here.
@@ -84,6 +228,15 @@ inline DAT_OS_WAIT_PROXY_AGENT no_agent() { return DAT_OS_WAIT_PROXY_AGENT{nullp
         if ((subtype) != 0) {                                                                  \
             EXPECT_EQ(DAT_GET_SUBTYPE(dat_ret_), DAT_RETURN(subtype)) << #expr << " -> " << conformance::ret_text(dat_ret_); \
         }                                                                                      \
+    } while (0)
+
+// In a TEST body only (GTEST_SKIP leaves just the current function): skips
+// when `r` says the feature is not provided, printing the gap (kGap*) and `r`.
+#define SKIP_IF_NOT_PROVIDED(r, gap)                                                           \
+    do {                                                                                       \
+        DAT_RETURN dat_gap_ret_ = (r);                                                         \
+        if (conformance::not_provided(dat_gap_ret_))                                           \
+            GTEST_SKIP() << (gap) << " (" << conformance::ret_text(dat_gap_ret_) << ")";       \
     } while (0)
 
 #define INSTANTIATE_OVER_IAS(suite)                                                            \

@@ -10,10 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -54,6 +52,16 @@ std::string event_name(DAT_EVENT_NUMBER n) {
     }
 }
 
+namespace {
+// names[v] with `prefix`, or `what` and the number when v is out of the table.
+template <size_t N>
+std::string table_name(const char *const (&names)[N], unsigned v, const char *prefix, const char *what) {
+    if (v < N)
+        return std::string(prefix) + names[v];
+    return std::string(what) + " " + std::to_string(v);
+}
+} // namespace
+
 std::string dto_status_name(DAT_DTO_COMPLETION_STATUS s) {
     static const char *const names[] = {
         "DAT_DTO_SUCCESS",          "DAT_DTO_ERR_FLUSHED",         "DAT_DTO_ERR_LOCAL_LENGTH",
@@ -61,10 +69,7 @@ std::string dto_status_name(DAT_DTO_COMPLETION_STATUS s) {
         "DAT_DTO_ERR_REMOTE_ACCESS", "DAT_DTO_ERR_REMOTE_RESPONDER", "DAT_DTO_ERR_TRANSPORT",
         "DAT_DTO_ERR_RECEIVER_NOT_READY", "DAT_DTO_ERR_PARTIAL_PACKET", "DAT_RMR_OPERATION_FAILED",
         "DAT_DTO_ERR_LOCAL_MM_ERROR"};
-    unsigned v = static_cast<unsigned>(s);
-    if (v < sizeof names / sizeof names[0])
-        return names[v];
-    return "dto status " + std::to_string(v);
+    return table_name(names, static_cast<unsigned>(s), "", "dto status");
 }
 
 std::string ep_state_name(DAT_EP_STATE s) {
@@ -74,10 +79,7 @@ std::string ep_state_name(DAT_EP_STATE s) {
         "ACTIVE_CONNECTION_PENDING", "TENTATIVE_CONNECTION_PENDING", "UNCONFIGURED_TENTATIVE",
         "CONNECTED",            "DISCONNECT_PENDING",       "DISCONNECTED",
         "COMPLETION_PENDING",   "CONNECTED_SINGLE_PATH",    "CONNECTED_MULTI_PATH"};
-    unsigned v = static_cast<unsigned>(s);
-    if (v < sizeof names / sizeof names[0])
-        return std::string("DAT_EP_STATE_") + names[v];
-    return "ep state " + std::to_string(v);
+    return table_name(names, static_cast<unsigned>(s), "DAT_EP_STATE_", "ep state");
 }
 
 std::string event_text(const DAT_EVENT &ev) {
@@ -193,6 +195,53 @@ DAT_DTO_COOKIE cookie(DAT_UINT64 v) {
     return c;
 }
 
+::testing::AssertionResult flushed_in_order(DAT_EVD_HANDLE evd, int n, DAT_UINT64 first) {
+    for (int i = 0; i < n; ++i) {
+        DAT_EVENT ev{};
+        if (auto r = wait_dto(evd, &ev); !r)
+            return r << " (completion " << i << " of " << n << " flushed ones)";
+        const auto &d = ev.event_data.dto_completion_event_data;
+        if (d.status != DAT_DTO_ERR_FLUSHED || d.user_cookie.as_64 != first + i)
+            return ::testing::AssertionFailure() << "completion " << i << ": expected DAT_DTO_ERR_FLUSHED with cookie 0x"
+                                                 << std::hex << first + i << " (posting order), got "
+                                                 << event_text(ev);
+    }
+    return ::testing::AssertionSuccess();
+}
+
+DAT_RETURN connect_ep(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout_us,
+                      DAT_COUNT pdata_size, const void *pdata) {
+    return dat_ep_connect(ep, addr, qual, timeout_us, pdata_size, const_cast<void *>(pdata), DAT_QOS_BEST_EFFORT,
+                          DAT_CONNECT_DEFAULT_FLAG);
+}
+
+::testing::AssertionResult accept_of_departed_peer(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE conn_evd,
+                                                   bool *accepted) {
+    DAT_RETURN r = dat_cr_accept(cr, ep, 0, nullptr);
+    if (accepted)
+        *accepted = r == DAT_SUCCESS;
+    if (r != DAT_SUCCESS) {
+        if (ep_state(ep) != DAT_EP_STATE_UNCONNECTED)
+            return ::testing::AssertionFailure() << "the refused accept (" << ret_text(r) << ") left the Endpoint "
+                                                 << ep_state_name(ep_state(ep));
+        return ::testing::AssertionSuccess();
+    }
+    DAT_EVENT ev{};
+    if (DAT_RETURN w = next_event(conn_evd, &ev); w != DAT_SUCCESS)
+        return ::testing::AssertionFailure() << "no connection event after the accept: dat_evd_wait -> "
+                                             << ret_text(w);
+    if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED) {
+        auto end = wait_connection_end(conn_evd);
+        if (!end)
+            return end << " (connected to a departed peer, and it stays so)";
+        return end;
+    }
+    if (ev.event_number != DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR)
+        return ::testing::AssertionFailure()
+               << "expected ESTABLISHED or ACCEPT_COMPLETION_ERROR, got " << event_text(ev);
+    return ::testing::AssertionSuccess();
+}
+
 // ---- queries ----------------------------------------------------------------
 
 DAT_EP_STATE ep_state(DAT_EP_HANDLE ep) {
@@ -226,13 +275,17 @@ DAT_RETURN query_ia(DAT_IA_HANDLE ia, DAT_IA_ATTR *ia_attr, DAT_PROVIDER_ATTR *p
 
 DAT_EP_ATTR query_ep_attr(DAT_EP_HANDLE ep) {
     DAT_EP_PARAM p{};
-    dat_ep_query(ep, DAT_EP_FIELD_ALL, &p);
+    // A failed query must not pass for an Endpoint with zero limits (a test
+    // would skip for "limits too small" instead of failing).
+    DAT_RETURN r = dat_ep_query(ep, DAT_EP_FIELD_ALL, &p);
+    EXPECT_EQ(r, DAT_SUCCESS) << "dat_ep_query -> " << ret_text(r);
     return p.ep_attr;
 }
 
 DAT_EP_ATTR suite_ep_attr(DAT_IA_HANDLE ia) {
     DAT_IA_ATTR ia_attr{};
-    query_ia(ia, &ia_attr, nullptr);
+    DAT_RETURN r = query_ia(ia, &ia_attr, nullptr);
+    EXPECT_EQ(r, DAT_SUCCESS) << "dat_ia_query -> " << ret_text(r);
     auto lim = [](DAT_COUNT want, DAT_COUNT max) { return max > 0 ? std::min(want, max) : want; };
     auto lim_len = [](DAT_SEG_LENGTH want, DAT_SEG_LENGTH max) { return max > 0 ? std::min(want, max) : want; };
     DAT_EP_ATTR a{};
@@ -355,6 +408,21 @@ DAT_RETURN Side::create_ep_on(DAT_EP_HANDLE *out, DAT_EVD_HANDLE recv, DAT_EVD_H
 
 DAT_RETURN Side::create_ep(const DAT_EP_ATTR *attr) { return create_ep_on(&ep, recv_evd, req_evd, conn_evd, attr); }
 
+DAT_RETURN Side::register_buffer(Buffer &b, size_t total, DAT_MEM_PRIV_FLAGS priv, size_t off, size_t len) {
+    return b.create(ia.ia, ia.pz, total, priv, off, len);
+}
+
+DAT_RETURN Side::post_recvs(Buffer &b, int n, DAT_UINT64 first, size_t each) {
+    if (DAT_RETURN r = register_buffer(b, each * static_cast<size_t>(n)))
+        return r;
+    for (int i = 0; i < n; ++i) {
+        DAT_LMR_TRIPLET t = b.iov(each * static_cast<size_t>(i), each);
+        if (DAT_RETURN r = dat_ep_post_recv(ep, 1, &t, cookie(first + i), DAT_COMPLETION_DEFAULT_FLAG))
+            return r;
+    }
+    return DAT_SUCCESS;
+}
+
 void Side::free_ep() {
     if (ep != DAT_HANDLE_NULL)
         dat_ep_free(ep);
@@ -395,51 +463,11 @@ DAT_RETURN ia_address(DAT_IA_HANDLE ia, IaAddress *out) {
     return DAT_SUCCESS;
 }
 
-// ---- Watchdog -----------------------------------------------------------------
-
-struct Watchdog::State {
-    std::mutex m;
-    std::condition_variable cv;
-    bool stop = false;
-    std::thread t;
-};
-
-void Watchdog::start(const std::string &what, int seconds) {
-    stop();
-    st_ = new State;
-    State *st = st_;
-    st->t = std::thread([st, what, seconds] {
-        std::unique_lock<std::mutex> lk(st->m);
-        if (!st->cv.wait_for(lk, std::chrono::seconds(seconds), [st] { return st->stop; })) {
-            std::fprintf(stderr, "\nconformance watchdog: %s still running after %d s (a DAT call never returned); "
-                                 "ending the process\n",
-                         what.c_str(), seconds);
-            std::fflush(stderr);
-            std::fflush(stdout);
-            _exit(124);
-        }
-    });
-}
-
-void Watchdog::stop() {
-    if (!st_)
-        return;
-    {
-        std::lock_guard<std::mutex> lk(st_->m);
-        st_->stop = true;
-    }
-    st_->cv.notify_all();
-    st_->t.join();
-    delete st_;
-    st_ = nullptr;
-}
-
 // ---- ConnectedTest -------------------------------------------------------------
 
 void ConnectedTest::SetUp() {
+    ConformanceTest::SetUp();
     ia_name = GetParam();
-    const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-    watchdog.start(std::string(info->test_suite_name()) + "." + info->name());
     ASSERT_DAT_OK(server.open(ia_name));
     ASSERT_DAT_OK(client.open(ia_name));
     ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &port, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
@@ -474,12 +502,11 @@ void ConnectedTest::TearDown() {
     psp = DAT_HANDLE_NULL;
     client.close();
     server.close();
-    watchdog.stop();
+    ConformanceTest::TearDown();
 }
 
 void ConnectedTest::client_connect(const void *pdata, DAT_COUNT size, DAT_TIMEOUT timeout_us) {
-    ASSERT_DAT_OK(dat_ep_connect(client.ep, server_addr.ptr(), port, timeout_us, size, const_cast<void *>(pdata),
-                                 DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), port, timeout_us, size, pdata));
 }
 
 DAT_CR_HANDLE ConnectedTest::server_wait_cr(DAT_EVENT *cr_event) {
@@ -498,7 +525,12 @@ void ConnectedTest::connect_pair(const void *cpd, DAT_COUNT csize, const void *s
     ASSERT_NO_FATAL_FAILURE(client_connect(cpd, csize));
     DAT_CR_HANDLE cr = server_wait_cr();
     ASSERT_NE(cr, DAT_HANDLE_NULL);
-    ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, ssize, const_cast<void *>(spd)));
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr, spd, ssize, client_est, server_est));
+}
+
+void ConnectedTest::accept_pair(DAT_CR_HANDLE cr, const void *pdata, DAT_COUNT pdata_size,
+                                DAT_EVENT *client_est, DAT_EVENT *server_est, DAT_EP_HANDLE ep) {
+    ASSERT_DAT_OK(dat_cr_accept(cr, ep ? ep : server.ep, pdata_size, const_cast<void *>(pdata)));
     DAT_EVENT ev{};
     ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, server_est ? server_est : &ev));
     ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, client_est ? client_est : &ev));
@@ -546,18 +578,19 @@ bool write_all(int fd, const void *p, size_t n) {
     return true;
 }
 
-// 1: read a whole message, 0: EOF, -1: error, -2: timeout
+// 1: read a whole message, 0: EOF, -1: error, -2: timeout. Never waits
+// longer than `timeout_ms` (there is no infinite wait).
 int read_msg(int fd, PeerMsg *m, int timeout_ms) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
     char *c = reinterpret_cast<char *>(m);
     size_t got = 0;
     while (got < sizeof *m) {
         int left = static_cast<int>(
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
-        if (timeout_ms >= 0 && left <= 0)
+        if (left <= 0)
             return -2;
         pollfd pfd{fd, POLLIN, 0};
-        int pr = ::poll(&pfd, 1, timeout_ms < 0 ? -1 : left);
+        int pr = ::poll(&pfd, 1, left);
         if (pr < 0 && errno == EINTR)
             continue;
         if (pr < 0)
@@ -591,8 +624,13 @@ bool ChildPeer::start(const std::string &ia_name, Role role, bool expose_lmr) {
     std::fflush(stderr);
     pid_t parent = ::getpid();
     pid_t pid = ::fork();
-    if (pid < 0)
+    if (pid < 0) {
+        int err = errno;
+        for (int fd : {down[0], down[1], up[0], up[1]})
+            ::close(fd);
+        errno = err;
         return false;
+    }
     if (pid == 0) {
         ::close(down[1]);
         ::close(up[0]);
@@ -621,29 +659,34 @@ void ChildPeer::run_child(const std::string &ia_name, Role role, bool expose_lmr
         write_all(from_child_, &m, sizeof m);
         _exit(2);
     };
-    auto say = [this](const PeerMsg &m) {
+    auto say = [this](PeerMsg::Kind kind, const PeerMsg &with = PeerMsg{}) {
+        PeerMsg m = with;
+        m.kind = kind;
         if (!write_all(from_child_, &m, sizeof m))
             _exit(4);
+    };
+    DAT_EVENT ev{};
+    // The next event on `evd` must be `want` (else the child reports and ends).
+    auto expect_event = [&](DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want) {
+        if (DAT_RETURN r = next_event(evd, &ev, kChildTimeoutUs))
+            fail(r);
+        if (ev.event_number != want)
+            fail(ev.event_number);
     };
     // Heap objects on purpose: nothing is ever torn down in the child.
     Side *side = new Side;
     DAT_RETURN r = side->open(ia_name);
     if (r != DAT_SUCCESS)
         fail(r);
-    DAT_EVENT ev{};
     if (role == Role::Server) {
         DAT_CONN_QUAL q = 0;
         DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
         if ((r = dat_psp_create_any(side->ia.ia, &q, side->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
             fail(r);
         PeerMsg pm;
-        pm.kind = PeerMsg::Port;
         pm.value = q;
-        say(pm);
-        if ((r = next_event(side->cr_evd, &ev, kChildTimeoutUs)) != DAT_SUCCESS)
-            fail(r);
-        if (ev.event_number != DAT_CONNECTION_REQUEST_EVENT)
-            fail(ev.event_number);
+        say(PeerMsg::Port, pm);
+        expect_event(side->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
         if ((r = side->create_ep()) != DAT_SUCCESS)
             fail(r);
         Buffer *buf = nullptr;
@@ -655,20 +698,14 @@ void ChildPeer::run_child(const std::string &ia_name, Role role, bool expose_lmr
         }
         if ((r = dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, side->ep, 0, nullptr)) != DAT_SUCCESS)
             fail(r);
-        if ((r = next_event(side->conn_evd, &ev, kChildTimeoutUs)) != DAT_SUCCESS)
-            fail(r);
-        if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
-            fail(ev.event_number);
-        PeerMsg em;
-        em.kind = PeerMsg::Established;
-        say(em);
+        expect_event(side->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED);
+        say(PeerMsg::Established);
         if (buf) {
             PeerMsg lm;
-            lm.kind = PeerMsg::Lmr;
             lm.rmr_context = buf->rmr_context;
             lm.addr = reinterpret_cast<uintptr_t>(buf->data);
             lm.len = buf->size;
-            say(lm);
+            say(PeerMsg::Lmr, lm);
         }
     } else {
         PeerMsg pm;
@@ -679,19 +716,11 @@ void ChildPeer::run_child(const std::string &ia_name, Role role, bool expose_lmr
         IaAddress a;
         if ((r = ia_address(side->ia.ia, &a)) != DAT_SUCCESS)
             fail(r);
-        if ((r = dat_ep_connect(side->ep, a.ptr(), pm.value, kChildTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
-                                DAT_CONNECT_DEFAULT_FLAG)) != DAT_SUCCESS)
+        if ((r = connect_ep(side->ep, a.ptr(), pm.value, kChildTimeoutUs)) != DAT_SUCCESS)
             fail(r);
-        PeerMsg cm;
-        cm.kind = PeerMsg::ConnectPosted;
-        say(cm);
-        if ((r = next_event(side->conn_evd, &ev, kChildTimeoutUs)) != DAT_SUCCESS)
-            fail(r);
-        if (ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
-            fail(ev.event_number);
-        PeerMsg em;
-        em.kind = PeerMsg::Established;
-        say(em);
+        say(PeerMsg::ConnectPosted);
+        expect_event(side->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED);
+        say(PeerMsg::Established);
     }
     // Stay connected until killed or until the parent closes the pipe.
     for (;;) {
@@ -732,6 +761,20 @@ bool ChildPeer::send(const PeerMsg &m) { return to_child_ >= 0 && write_all(to_c
     if (m->kind != kind)
         return ::testing::AssertionFailure() << "child peer sent message " << m->kind << ", expected " << kind;
     return r;
+}
+
+::testing::AssertionResult ChildPeer::connect_from(Side &side) {
+    PeerMsg pm;
+    if (auto r = receive_kind(PeerMsg::Port, &pm); !r)
+        return r;
+    IaAddress addr;
+    if (DAT_RETURN r = ia_address(side.ia.ia, &addr))
+        return ::testing::AssertionFailure() << "ia_address -> " << ret_text(r);
+    if (DAT_RETURN r = connect_ep(side.ep, addr.ptr(), pm.value))
+        return ::testing::AssertionFailure() << "dat_ep_connect -> " << ret_text(r);
+    if (auto r = wait_event(side.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED); !r)
+        return r;
+    return receive_kind(PeerMsg::Established, nullptr);
 }
 
 void ChildPeer::signal(int sig) {

@@ -9,8 +9,8 @@
 // parallel never clash on a connection qualifier.
 //
 // Nothing here may hang: every wait is dat_evd_wait() with a finite timeout
-// that fails the test, and a per-test watchdog ends the process (with the
-// name of the test) should a DAT call itself never return.
+// that fails the test, and the per-test watchdog of ConformanceTest ends the
+// process (with the name of the test) should a DAT call itself never return.
 #pragma once
 
 #include "conformance.hpp"
@@ -31,8 +31,10 @@ namespace conformance {
 constexpr DAT_TIMEOUT kEventTimeoutUs = 10'000'000;
 // How long we watch for an event that must not come.
 constexpr DAT_TIMEOUT kQuietTimeoutUs = 300'000;
-// A test that runs longer than this is stuck inside a DAT call.
-constexpr int kWatchdogSeconds = 90;
+
+// Local read and write: what the suites' send and receive buffers need.
+constexpr DAT_MEM_PRIV_FLAGS kLocalRw =
+    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
 
 // ---- text for failure messages ----------------------------------------------
 std::string event_name(DAT_EVENT_NUMBER n);
@@ -68,6 +70,15 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us 
 std::vector<DAT_EVENT> drain(DAT_EVD_HANDLE evd);
 
 DAT_DTO_COOKIE cookie(DAT_UINT64 v);
+
+// The next `n` events on `evd` are DAT_DTO_ERR_FLUSHED completions with the
+// cookies first, first+1, ... (posting order); fails at the first that is not.
+::testing::AssertionResult flushed_in_order(DAT_EVD_HANDLE evd, int n, DAT_UINT64 first);
+
+// dat_ep_connect with the suites' defaults (best effort QoS, default flags).
+DAT_RETURN connect_ep(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual,
+                      DAT_TIMEOUT timeout_us = kEventTimeoutUs, DAT_COUNT pdata_size = 0,
+                      const void *pdata = nullptr);
 
 // ---- queries ----------------------------------------------------------------
 DAT_EP_STATE ep_state(DAT_EP_HANDLE ep); // via dat_ep_get_status
@@ -134,6 +145,12 @@ struct Side {
     DAT_RETURN create_ep(const DAT_EP_ATTR *attr = nullptr);
     DAT_RETURN create_ep_on(DAT_EP_HANDLE *ep, DAT_EVD_HANDLE recv, DAT_EVD_HANDLE req, DAT_EVD_HANDLE conn,
                             const DAT_EP_ATTR *attr = nullptr);
+    // b.create() on this side's IA and PZ.
+    DAT_RETURN register_buffer(Buffer &b, size_t total, DAT_MEM_PRIV_FLAGS priv = kLocalRw, size_t off = 0,
+                               size_t len = 0);
+    // Registers `n` * `each` bytes in `b` and posts `n` receives of `each`
+    // bytes on `ep` with the cookies first, first+1, ...
+    DAT_RETURN post_recvs(Buffer &b, int n, DAT_UINT64 first, size_t each = 256);
     void free_ep(); // dat_ep_free (ignoring the result), handle cleared
     void close();
     ~Side() { close(); }
@@ -147,20 +164,18 @@ struct IaAddress {
 };
 DAT_RETURN ia_address(DAT_IA_HANDLE ia, IaAddress *out);
 
-// Ends the process if the current test runs longer than kWatchdogSeconds.
-class Watchdog {
-public:
-    void start(const std::string &what, int seconds = kWatchdogSeconds);
-    void stop();
-    ~Watchdog() { stop(); }
-
-private:
-    struct State;
-    State *st_ = nullptr;
-};
+// A connection request whose active side is gone (it aborted, its Endpoint
+// was freed, or its process died) is accepted on `ep`. dat_cr_accept(3DAT)
+// leaves three outcomes: the accept fails without "any effect on the local
+// Endpoint" (it stays UNCONNECTED), it ends in
+// DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR, or the connection is
+// ESTABLISHED and then ends (DISCONNECTED or BROKEN). `*accepted` says
+// whether the accept call succeeded (then the Endpoint's receives are flushed).
+::testing::AssertionResult accept_of_departed_peer(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE conn_evd,
+                                                   bool *accepted = nullptr);
 
 // ---- the fixture ----------------------------------------------------------------
-class ConnectedTest : public ::testing::TestWithParam<std::string> {
+class ConnectedTest : public ConformanceTest {
 protected:
     void SetUp() override;    // opens server and client, the PSP, both EPs (UNCONNECTED)
     void TearDown() override; // frees everything; never blocks on the peer
@@ -174,6 +189,11 @@ protected:
     // The two halves, for tests that need to act in between.
     void client_connect(const void *pdata = nullptr, DAT_COUNT size = 0, DAT_TIMEOUT timeout_us = kEventTimeoutUs);
     DAT_CR_HANDLE server_wait_cr(DAT_EVENT *cr_event = nullptr); // 0 on failure (test failed)
+    // The server accepts `cr` on `ep` (server.ep by default); both sides see
+    // DAT_CONNECTION_EVENT_ESTABLISHED. Use with ASSERT_NO_FATAL_FAILURE.
+    void accept_pair(DAT_CR_HANDLE cr, const void *pdata = nullptr, DAT_COUNT pdata_size = 0,
+                     DAT_EVENT *client_established = nullptr, DAT_EVENT *server_established = nullptr,
+                     DAT_EP_HANDLE ep = DAT_HANDLE_NULL);
 
     // Disconnects `from` (graceful or abrupt) and waits for
     // DAT_CONNECTION_EVENT_DISCONNECTED on both sides.
@@ -200,7 +220,6 @@ protected:
     DAT_CONN_QUAL port = 0;
     IaAddress server_addr;
     DAT_COUNT max_private_data_size = 0;
-    Watchdog watchdog;
 };
 
 // ---- a peer in a child process (peer death, stopped peer) --------------------------
@@ -240,6 +259,11 @@ public:
     void kill_and_reap(); // SIGKILL and waitpid
     pid_t pid() const { return pid_; }
     ~ChildPeer() { kill_and_reap(); }
+
+    // This process as the client of a Server child: reads the child's Port,
+    // connects `side.ep` to it (127.0.0.1) and waits until both sides report
+    // the connection established. Lmr messages that follow are left unread.
+    ::testing::AssertionResult connect_from(Side &side);
 
 private:
     [[noreturn]] void run_child(const std::string &ia_name, Role role, bool expose_lmr);

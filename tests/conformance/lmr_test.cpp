@@ -54,11 +54,12 @@ struct Mapping {
     char *data() const { return static_cast<char *>(address); }
 };
 
-class LmrTest : public ::testing::TestWithParam<std::string> {
+class LmrTest : public conformance::ConformanceTest {
   protected:
     static constexpr std::size_t kLen = 64 * 1024;
 
     void SetUp() override {
+        ConformanceTest::SetUp();
         ASSERT_DAT_OK(ia_.open(GetParam()));
         ASSERT_NE(buffer_.address, MAP_FAILED);
     }

@@ -15,28 +15,25 @@ using namespace conformance;
 
 namespace {
 
-constexpr DAT_MEM_PRIV_FLAGS kLocalRw =
-    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
 constexpr int kRecvs = 4;
+constexpr DAT_UINT64 kFirstCookie = 0xD0;
 // How long the local side may take to notice that its peer's process died: the
 // kernel closes a killed process's sockets at once, so this is generous.
 constexpr auto kNoticeBound = std::chrono::seconds(5);
 
-class PeerDeathTest : public ::testing::TestWithParam<std::string> {
+class PeerDeathTest : public ConformanceTest {
 protected:
-    void SetUp() override {
-        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
-        watchdog.start(std::string(info->test_suite_name()) + "." + info->name());
-    }
     void TearDown() override {
         child.kill_and_reap();
         if (psp != DAT_HANDLE_NULL)
             dat_psp_free(psp);
         side.close();
-        watchdog.stop();
+        ConformanceTest::TearDown();
     }
 
-    // This process as the server: PSP, tell the child the port, take its request.
+    // This process as the server of a Client child: PSP, tell the child the
+    // port, take its request, create the Endpoint and post kRecvs receives.
+    // Returns the request (DAT_HANDLE_NULL after a failure).
     DAT_CR_HANDLE serve() {
         EXPECT_EQ(side.open(GetParam()), DAT_SUCCESS);
         DAT_CONN_QUAL q = 0;
@@ -49,28 +46,27 @@ protected:
         DAT_EVENT ev{};
         EXPECT_TRUE(wait_event(side.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
         EXPECT_EQ(side.create_ep(), DAT_SUCCESS);
+        EXPECT_EQ(side.post_recvs(rbuf, kRecvs, kFirstCookie), DAT_SUCCESS);
         if (::testing::Test::HasFailure())
             return DAT_HANDLE_NULL;
         return ev.event_data.cr_arrival_event_data.cr_handle;
     }
 
-    void post_recvs() {
-        ASSERT_DAT_OK(rbuf.create(side.ia.ia, side.ia.pz, 256 * kRecvs, kLocalRw));
-        for (int i = 0; i < kRecvs; ++i) {
-            DAT_LMR_TRIPLET t = rbuf.iov(256 * i, 256);
-            ASSERT_DAT_OK(dat_ep_post_recv(side.ep, 1, &t, cookie(0xD0 + i), DAT_COMPLETION_DEFAULT_FLAG));
-        }
+    // serve(), then accept: both this side and the child see the connection.
+    void serve_and_accept() {
+        DAT_CR_HANDLE cr = serve();
+        ASSERT_NE(cr, DAT_HANDLE_NULL);
+        ASSERT_DAT_OK(dat_cr_accept(cr, side.ep, 0, nullptr));
+        ASSERT_TRUE(wait_event(side.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+        ASSERT_TRUE(child.receive_kind(PeerMsg::Established, nullptr));
     }
 
-    // After the child died: the receives flushed in order, the connection ended.
-    void expect_flush_and_end(std::chrono::steady_clock::time_point killed) {
-        for (int i = 0; i < kRecvs; ++i) {
-            DAT_EVENT ev{};
-            ASSERT_TRUE(wait_dto(side.recv_evd, &ev)) << "receive " << i << " not completed after the peer died";
-            const auto &d = ev.event_data.dto_completion_event_data;
-            EXPECT_EQ(d.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
-            EXPECT_EQ(d.user_cookie.as_64, 0xD0u + i) << "flushed out of posting order";
-        }
+    // Kills the child now. Then the receives are flushed in order, the
+    // connection ends, within kNoticeBound, and the Endpoint is DISCONNECTED.
+    void kill_peer_and_expect_flush_and_end() {
+        auto killed = std::chrono::steady_clock::now();
+        child.kill_and_reap();
+        EXPECT_TRUE(flushed_in_order(side.recv_evd, kRecvs, kFirstCookie)) << "after the peer died";
         EXPECT_TRUE(wait_connection_end(side.conn_evd));
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
         EXPECT_LT(ms, kNoticeBound) << "flush and connection end took " << ms.count() << " ms";
@@ -89,48 +85,26 @@ protected:
     Side side;
     DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
     Buffer rbuf;
-    Watchdog watchdog;
 };
 
 TEST_P(PeerDeathTest, ClientKilledWhileServerHasReceivesPosted) {
     ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Client)) << std::strerror(errno);
-    DAT_CR_HANDLE cr = serve();
-    ASSERT_NE(cr, DAT_HANDLE_NULL);
-    ASSERT_NO_FATAL_FAILURE(post_recvs());
-    ASSERT_DAT_OK(dat_cr_accept(cr, side.ep, 0, nullptr));
-    ASSERT_TRUE(wait_event(side.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
-    ASSERT_TRUE(child.receive_kind(PeerMsg::Established, nullptr));
-    auto killed = std::chrono::steady_clock::now();
-    child.kill_and_reap();
-    expect_flush_and_end(killed);
+    ASSERT_NO_FATAL_FAILURE(serve_and_accept());
+    kill_peer_and_expect_flush_and_end();
 }
 
 TEST_P(PeerDeathTest, ServerKilledWhileClientHasReceivesPosted) {
     ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Server)) << std::strerror(errno);
-    PeerMsg pm;
-    ASSERT_TRUE(child.receive_kind(PeerMsg::Port, &pm));
     ASSERT_DAT_OK(side.open(GetParam()));
     ASSERT_DAT_OK(side.create_ep());
-    ASSERT_NO_FATAL_FAILURE(post_recvs());
-    IaAddress addr;
-    ASSERT_DAT_OK(ia_address(side.ia.ia, &addr));
-    ASSERT_DAT_OK(dat_ep_connect(side.ep, addr.ptr(), pm.value, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT,
-                                 DAT_CONNECT_DEFAULT_FLAG));
-    ASSERT_TRUE(wait_event(side.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
-    ASSERT_TRUE(child.receive_kind(PeerMsg::Established, nullptr));
-    auto killed = std::chrono::steady_clock::now();
-    child.kill_and_reap();
-    expect_flush_and_end(killed);
+    ASSERT_DAT_OK(side.post_recvs(rbuf, kRecvs, kFirstCookie));
+    ASSERT_TRUE(child.connect_from(side));
+    kill_peer_and_expect_flush_and_end();
 }
 
 TEST_P(PeerDeathTest, WaiterBlockedOnReceiveWakesWhenPeerIsKilled) {
     ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Client)) << std::strerror(errno);
-    DAT_CR_HANDLE cr = serve();
-    ASSERT_NE(cr, DAT_HANDLE_NULL);
-    ASSERT_NO_FATAL_FAILURE(post_recvs());
-    ASSERT_DAT_OK(dat_cr_accept(cr, side.ep, 0, nullptr));
-    ASSERT_TRUE(wait_event(side.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
-    ASSERT_TRUE(child.receive_kind(PeerMsg::Established, nullptr));
+    ASSERT_NO_FATAL_FAILURE(serve_and_accept());
     // The peer dies while this thread is blocked in dat_evd_wait() on the recv EVD.
     pid_t pid = child.pid();
     auto killed = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
@@ -148,13 +122,9 @@ TEST_P(PeerDeathTest, WaiterBlockedOnReceiveWakesWhenPeerIsKilled) {
         << "the blocked dat_evd_wait() returned " << woke_ms << " ms after the peer was killed";
     EXPECT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT) << event_text(ev);
     EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
-    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xD0u);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, kFirstCookie);
     child.kill_and_reap();
-    for (int i = 1; i < kRecvs; ++i) {
-        ASSERT_TRUE(wait_dto(side.recv_evd, &ev));
-        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
-        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xD0u + i);
-    }
+    EXPECT_TRUE(flushed_in_order(side.recv_evd, kRecvs - 1, kFirstCookie + 1));
     EXPECT_TRUE(wait_connection_end(side.conn_evd));
 }
 
@@ -162,31 +132,18 @@ TEST_P(PeerDeathTest, ClientKilledBeforeTheServerAccepts) {
     ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Client)) << std::strerror(errno);
     DAT_CR_HANDLE cr = serve();
     ASSERT_NE(cr, DAT_HANDLE_NULL);
-    ASSERT_NO_FATAL_FAILURE(post_recvs());
     child.kill_and_reap();
     std::this_thread::sleep_for(std::chrono::milliseconds(200)); // its sockets are closed by now
-    DAT_RETURN r = dat_cr_accept(cr, side.ep, 0, nullptr);
-    if (r != DAT_SUCCESS) {
-        // dat_cr_accept(3DAT): a failed accept has no "effect on the local Endpoint".
-        EXPECT_EQ(ep_state(side.ep), DAT_EP_STATE_UNCONNECTED) << ret_text(r);
-        return;
-    }
     // dat_cr_accept(3DAT): "If the Provider cannot complete the Connection establishment
     // ... the Consumer is notified through ... DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR
     // ... Endpoint transitions into Disconnected state and all posted Recv DTOs are
     // flushed to its recv_evd_handle." A provider that only learns of the death after
     // ESTABLISHED must then end the connection.
-    DAT_EVENT ev{};
-    ASSERT_DAT_OK(next_event(side.conn_evd, &ev));
-    if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
-        EXPECT_TRUE(wait_connection_end(side.conn_evd));
-    else
-        EXPECT_EQ(ev.event_number, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR) << event_text(ev);
-    for (int i = 0; i < kRecvs; ++i) {
-        ASSERT_TRUE(wait_dto(side.recv_evd, &ev)) << "receive " << i << " not flushed";
-        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
-        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xD0u + i);
-    }
+    bool accepted = false;
+    EXPECT_TRUE(accept_of_departed_peer(cr, side.ep, side.conn_evd, &accepted));
+    if (!accepted)
+        return; // refused without effect on the Endpoint (checked): nothing was flushed
+    EXPECT_TRUE(flushed_in_order(side.recv_evd, kRecvs, kFirstCookie));
     EXPECT_TRUE(ep_state_becomes(side.ep, DAT_EP_STATE_DISCONNECTED));
 }
 

@@ -8,20 +8,18 @@ namespace {
 
 using conformance::HandleKind;
 
-class PzTest : public ::testing::TestWithParam<std::string> {
+class PzTest : public conformance::ConformanceTest {
   protected:
-    void SetUp() override { ASSERT_DAT_OK(ia_.open(GetParam())); }
+    void SetUp() override {
+        ConformanceTest::SetUp();
+        ASSERT_DAT_OK(ia_.open(GetParam()));
+    }
 
     DAT_RETURN make_lmr(DAT_PZ_HANDLE pz, DAT_LMR_HANDLE *lmr) {
-        DAT_REGION_DESCRIPTION region{};
-        region.for_va = buffer_.data();
-        DAT_LMR_CONTEXT lctx = 0;
-        DAT_RMR_CONTEXT rctx = 0;
-        DAT_VLEN size = 0;
-        DAT_VADDR addr = 0;
-        return dat_lmr_create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, buffer_.size(), pz,
-                              static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
-                              DAT_VA_TYPE_VA, lmr, &lctx, &rctx, &size, &addr);
+        return conformance::create_lmr(ia_.ia, pz, buffer_.data(), buffer_.size(),
+                                       static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
+                                                                       DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
+                                       lmr);
     }
 
     conformance::OpenIa ia_;
@@ -111,7 +109,7 @@ TEST_P(PzTest, FreeWhileRmrUsesItIsInvalidState) {
     conformance::IaAttributes attrs;
     ASSERT_DAT_OK(attrs.query(ia_.ia));
     if (attrs.ia.max_rmrs < 1)
-        GTEST_SKIP() << "the IA reports max_rmrs " << attrs.ia.max_rmrs;
+        GTEST_SKIP() << conformance::kGapRmr;
     DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_pz_create(ia_.ia, &pz));
     DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;

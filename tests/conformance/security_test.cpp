@@ -15,8 +15,6 @@ using namespace conformance;
 
 namespace {
 
-constexpr DAT_MEM_PRIV_FLAGS kLocalRw =
-    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
 constexpr DAT_MEM_PRIV_FLAGS priv(int f) { return static_cast<DAT_MEM_PRIV_FLAGS>(f); }
 constexpr unsigned char kTargetSeed = 0xC3; // the target's memory, which must not change
 constexpr unsigned char kSourceSeed = 0x5E; // what the initiator tries to write
@@ -29,7 +27,7 @@ protected:
         if (HasFatalFailure())
             return;
         ASSERT_NO_FATAL_FAILURE(connect_pair());
-        ASSERT_DAT_OK(local.create(client.ia.ia, client.ia.pz, 3 * kPage, kLocalRw));
+        ASSERT_DAT_OK(client.register_buffer(local, 3 * kPage));
     }
 
     // Target: three pages on the server, the middle one registered with
@@ -110,6 +108,30 @@ protected:
 
     // Offsets within target.data.
     DAT_RMR_TRIPLET at(size_t off, size_t len) const { return target.rmr(off, len); }
+
+    // The target is an LMR in a second PZ of the server's IA, not the PZ of the
+    // server's Endpoint: an RDMA `write` (else Read) with its context must be refused.
+    void expect_refused_for_lmr_of_another_pz(bool write) {
+        DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
+        ASSERT_NO_FATAL_FAILURE(
+            make_target(priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)), pz2));
+        expect_refused(write, at(reg_begin, 512));
+        EXPECT_DAT_OK(target.free_lmr());
+        EXPECT_DAT_OK(dat_pz_free(pz2));
+    }
+
+    // The target is the client's own LMR (in the client's PZ, on the client's IA
+    // instance, with the remote privilege): its rmr_context means nothing to the
+    // server's Endpoint. The memory that must stay untouched is the client's.
+    void expect_refused_for_context_the_target_never_issued(bool write) {
+        ASSERT_DAT_OK(client.register_buffer(
+            target, 3 * kPage, priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)),
+            kPage, kPage));
+        target.fill(kTargetSeed);
+        reg_begin = kPage;
+        expect_refused(write, at(reg_begin, 512));
+    }
 
     Buffer local, target;
     size_t reg_begin = 0, reg_end = 0;
@@ -210,45 +232,25 @@ TEST_P(SecurityTest, RdmaReadAfterTheRemoteLmrWasFreed) {
 // dat_ep_post_rdma_write(3DAT): DAT_PROTECTION_VIOLATION "Protection Zone mismatch
 // between ... the rmr_context and the remote Endpoint."
 
+// The kit cannot refuse these yet (the skip names the gap); the checks stay
+// here, to run once the gap is closed.
+
 TEST_P(SecurityTest, RdmaWriteToLmrOfAnotherPz) {
-    GTEST_SKIP() << "known gap, issue 3: remote access is not yet checked against the target EP's PZ "
-                    "(libfabric has no protection zones; needs one fabric domain per PZ)";
-    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
-    ASSERT_NO_FATAL_FAILURE(make_target(priv(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG), pz2));
-    expect_refused(true, at(reg_begin, 512));
-    target.free_lmr();
-    dat_pz_free(pz2);
+    GTEST_SKIP() << kGapRemotePz;
+    expect_refused_for_lmr_of_another_pz(true);
 }
 
 TEST_P(SecurityTest, RdmaReadFromLmrOfAnotherPz) {
-    GTEST_SKIP() << "known gap, issue 3: remote access is not yet checked against the target EP's PZ "
-                    "(libfabric has no protection zones; needs one fabric domain per PZ)";
-    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
-    ASSERT_NO_FATAL_FAILURE(make_target(priv(kLocalRw | DAT_MEM_PRIV_REMOTE_READ_FLAG), pz2));
-    expect_refused(false, at(reg_begin, 512));
-    target.free_lmr();
-    dat_pz_free(pz2);
+    GTEST_SKIP() << kGapRemotePz;
+    expect_refused_for_lmr_of_another_pz(false);
 }
 
 TEST_P(SecurityTest, RdmaWriteWithAContextTheTargetIaNeverIssued) {
-    // The client's own LMR, in the client's PZ on the client's IA instance, with
-    // remote write: its rmr_context means nothing to the server's Endpoint.
-    // The memory that must stay untouched is the client's.
-    ASSERT_DAT_OK(target.create(client.ia.ia, client.ia.pz, 3 * kPage,
-                                priv(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG), kPage, kPage));
-    target.fill(kTargetSeed);
-    reg_begin = kPage;
-    expect_refused(true, at(reg_begin, 512));
+    expect_refused_for_context_the_target_never_issued(true);
 }
 
 TEST_P(SecurityTest, RdmaReadWithAContextTheTargetIaNeverIssued) {
-    ASSERT_DAT_OK(target.create(client.ia.ia, client.ia.pz, 3 * kPage,
-                                priv(kLocalRw | DAT_MEM_PRIV_REMOTE_READ_FLAG), kPage, kPage));
-    target.fill(kTargetSeed);
-    reg_begin = kPage;
-    expect_refused(false, at(reg_begin, 512));
+    expect_refused_for_context_the_target_never_issued(false);
 }
 
 } // namespace

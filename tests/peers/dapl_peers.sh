@@ -20,12 +20,11 @@
 # dtest uses fixed ports 15828 (side channel) and 45248, dapltest 62000: the
 # cases cannot run in parallel (ctest: RESOURCE_LOCK dapl_ports).
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 libdir=$1 pairing=$2 case=${3:-dtest}
 ia=${DAPL_PEER_IA:-ofi-tcp}
 ofed_lib=/usr/lib/x86_64-linux-gnu/libdat2.so.2
 addr=127.0.0.1
-
-fail() { echo "FAIL: $*"; exit 1; }
 
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 plugin=$libdir/libdat2_ofi.so
@@ -34,35 +33,9 @@ for p in dtest dtestcm dapltest stdbuf ss timeout; do
     command -v $p >/dev/null || fail "$p not installed (dtest/dtestcm/dapltest: apt-get install dapl2-utils)"
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/dapl_peers.XXXXXX") || fail "mktemp"
-# Crash reports a peer may write (libfabric: <prog>.<...>.btr) stay in here.
-cd "$tmp" || fail "cd $tmp"
-spid=  # the server's `timeout` wrapper
-cpid=  # the client's `timeout` wrapper while it runs
-
-# Ends a `timeout`-wrapped process and its child, by their ids: TERM first
-# (timeout forwards it), KILL whatever is left after 3 s.
-stop_tree() {
-    local pid=$1 kids i
-    [ -n "$pid" ] || return 0
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-    kids=$(pgrep -P "$pid")
-    kill -TERM "$pid" $kids 2>/dev/null
-    for i in $(seq 30); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL $kids "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    return 0
-}
-cleanup() {
-    stop_tree "$cpid"
-    stop_tree "$spid"
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# ctest gives a case 150 s (TIMEOUT); stop before that, so the peers and
+# the scratch directory are cleaned up.
+peers_start dapl_peers 135
 
 # ---- the pairing -------------------------------------------------------------
 conf=$tmp/dat.conf
@@ -103,13 +76,9 @@ echo "pairing $pairing: libdat2 $resolved, plugin $plugin, IA $ia, case $case"
 # ---- running both sides --------------------------------------------------------
 sout=$tmp/server.out cout=$tmp/client.out
 : >"$sout"; : >"$cout"
+server_cmd="(none yet)" client_cmd="(none yet)" # for show(), under set -u
 
-show() {
-    echo "---- server ($server_cmd), last 30 lines:"
-    tail -n 30 "$sout"
-    echo "---- client ($client_cmd), last 30 lines:"
-    tail -n 30 "$cout"
-}
+show() { show_outputs "$server_cmd" "$client_cmd"; }
 # Where a live server's threads wait (gdb, when present and allowed to attach).
 server_stacks() {
     local kid
@@ -130,17 +99,16 @@ listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 
 # start_server PORT CMD...: runs CMD line-buffered, waits until PORT listens.
 start_server() {
-    local port=$1 i; shift
+    local port=$1; shift
     server_cmd="$*"
     listening "$port" && verdict_fail "port $port is already in use before the server starts: $(ss -Hltnp "sport = :$port")"
     timeout -k 5 120 stdbuf -oL -eL "$@" >"$sout" 2>&1 &
     spid=$!
-    for i in $(seq 150); do
-        listening "$port" && return 0
-        kill -0 "$spid" 2>/dev/null || verdict_fail "server exited before listening on port $port"
-        sleep 0.1
-    done
-    verdict_fail "server not listening on port $port after 15 s"
+    await_server 15 listening "$port"
+    case $? in
+    1) verdict_fail "server exited before listening on port $port" ;;
+    2) verdict_fail "server not listening on port $port after 15 s" ;;
+    esac
 }
 # run_client LIMIT CMD...: the client, bounded by LIMIT seconds.
 run_client() {
@@ -154,33 +122,22 @@ run_client() {
     return 0
 }
 # wait_server_line PATTERN SECONDS: the server prints PATTERN (an ERE) in time.
-wait_server_line() {
-    local i
-    for i in $(seq $(($2 * 10))); do
-        grep -qE "$1" "$sout" && return 0
-        sleep 0.1
-    done
-    return 1
-}
+wait_server_line() { wait_until "$2" grep -qE "$1" "$sout"; }
 # wait_server_exit SECONDS: the server ends by itself.
+server_gone() { ! kill -0 "$spid" 2>/dev/null; }
 wait_server_exit() {
-    local i
-    for i in $(seq $(($1 * 10))); do
-        kill -0 "$spid" 2>/dev/null || { wait "$spid"; spid=; return 0; }
-        sleep 0.1
-    done
-    return 1
+    wait_until "$1" server_gone || return 1
+    wait "$spid"
+    spid=
 }
 need() { # need FILE ERE WHAT
     grep -qE "$2" "$1" || verdict_fail "$3"
 }
 refuse() { # refuse FILE ERE WHAT: no line may match
     local hit
-    hit=$(grep -iE "$2" "$1" | sort | uniq -c | sort -rn | head -n 5)
+    hit=$(bad_report "$1" "$2")
     [ -z "$hit" ] || verdict_fail "$3 (count, line):"$'\n'"$hit"
 }
-# Our libraries report problems on lines starting with "dat2:".
-bad_lines='error|fail|warning|swallow|timed out|timeout|^dat2:|abort|segmentation|assert'
 
 # ---- dtest ---------------------------------------------------------------------
 # dtest: the client learns the server's IA address over TCP port 15828, then

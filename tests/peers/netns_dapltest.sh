@@ -9,10 +9,8 @@
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for `ip netns`); exits 77
 # (skipped) saying why when namespaces or veth links cannot be made here.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 libdir=$1
-
-fail() { echo "FAIL: $*"; exit 1; }
-skip() { echo "SKIP: $*"; exit 77; }
 
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 [ -e "$libdir/libdat2_ofi.so" ] || fail "$libdir/libdat2_ofi.so missing (build the ofi plugin)"
@@ -26,36 +24,20 @@ command -v ss >/dev/null || skip "no 'ss' command (apt-get install iproute2)"
 ns_s=dapl_s$$ ns_c=dapl_c$$     # server and client namespaces
 if_s=dvs$$ if_c=dvc$$           # the veth ends (names of at most 15 chars)
 addr_s=10.231.0.1 addr_c=10.231.0.2
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns_dapltest.XXXXXX") || fail "mktemp"
-# Crash reports a peer may write (libfabric: <prog>.<...>.btr) stay in here.
-cd "$tmp" || fail "cd $tmp"
-spid= cpid= made_s= made_c=
+made_s= made_c=
 
-stop_tree() { # a `timeout`-wrapped process and its child, by their ids
-    local pid=$1 kids i
-    [ -n "$pid" ] || return 0
-    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
-    kids=$(pgrep -P "$pid")
-    kill -TERM "$pid" $kids 2>/dev/null
-    for i in $(seq 30); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL $kids "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    return 0
-}
-cleanup() {
-    stop_tree "$cpid"
-    stop_tree "$spid"
+# After the peers have been stopped (peers_cleanup): the network.
+remove_network() {
     # Deleting a namespace deletes the veth end inside it, and so the pair.
     [ -n "$made_s" ] && ip netns del "$ns_s" 2>/dev/null
     [ -n "$made_c" ] && ip netns del "$ns_c" 2>/dev/null
     ip link del "$if_s" 2>/dev/null # if it never moved into its namespace
-    rm -rf "$tmp"
+    return 0
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+peers_extra_cleanup=remove_network
+# ctest gives this 120 s (TIMEOUT); stop before that, so that the peers,
+# the namespaces and the veth pair are removed.
+peers_start netns_dapltest 105
 
 # ---- the network -----------------------------------------------------------------
 err=$(ip netns add "$ns_s" 2>&1) || skip "cannot create a network namespace (uid $(id -u); needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN): ip netns add: $err"
@@ -99,34 +81,32 @@ in_ns() {
 }
 
 sout=$tmp/server.out cout=$tmp/client.out
-show() {
-    echo "---- server (dapltest -T S in $ns_s), last 30 lines:"
-    tail -n 30 "$sout"
-    echo "---- client ($client_cmd in $ns_c), last 30 lines:"
-    tail -n 30 "$cout"
-}
+show() { show_outputs "dapltest -T S in $ns_s" "$client_cmd in $ns_c"; }
 verdict_fail() { echo "FAIL: $*"; show; exit 1; }
 failures=0
 fail_case() { echo "FAIL: $*"; show; failures=$((failures + 1)); }
-bad_lines='error|fail|warning|swallow|timed out|timeout|^dat2:|abort|segmentation|assert|syntax|usage'
+bad_lines="$bad_lines|syntax|usage"
 
 # ---- the server --------------------------------------------------------------------
 client_cmd="(none yet)"
 : >"$cout"
 in_ns s timeout -k 5 120 stdbuf -oL -eL dapltest -T S -D ofi-veth >"$sout" 2>&1 &
 spid=$!
-for i in $(seq 150); do
-    ip netns exec "$ns_s" ss -Hltn "sport = :62000" | grep -q "$addr_s:62000" && break
-    kill -0 "$spid" 2>/dev/null || verdict_fail "server exited before listening"
-    [ "$i" = 150 ] && verdict_fail "server not listening on $addr_s:62000 after 15 s"
-    sleep 0.1
-done
+server_listens() { ip netns exec "$ns_s" ss -Hltn "sport = :62000" | grep -q "$addr_s:62000"; }
+await_server 15 server_listens
+case $? in
+1) verdict_fail "server exited before listening" ;;
+2) verdict_fail "server not listening on $addr_s:62000 after 15 s" ;;
+esac
 echo "ok: dapltest server listens on $addr_s:62000 in $ns_s"
 
 # ---- the transactions ------------------------------------------------------------------
 finished=0
+# The server's test thread for each client ends after the client's final sync
+# and disconnect, with this line.
+server_finished() { [ "$(grep -c "Server: Transaction Test Finished for this client" "$sout")" -ge "$finished" ]; }
 transaction() { # transaction NAME OPS...
-    local name=$1 wqe hit i; shift
+    local name=$1 wqe hit; shift
     client_cmd="dapltest -T T -s $addr_s -D ofi-veth -i 500 -t 1 -w 1 $*"
     in_ns c timeout -k 5 60 stdbuf -oL -eL dapltest -T T -s $addr_s -D ofi-veth -i 500 -t 1 -w 1 "$@" >"$cout" 2>&1 &
     cpid=$!
@@ -134,22 +114,17 @@ transaction() { # transaction NAME OPS...
     cpid=
     grep -qE 'DT_cs_Client: =+ End of Work -- Client Exiting' "$cout" || { fail_case "$name: client did not reach 'End of Work'"; return; }
     grep -qE '^Total WQE +: +[0-9.]+ WQE/Sec' "$cout" || { fail_case "$name: client printed no 'Total WQE' line"; return; }
-    hit=$(grep -iE "$bad_lines" "$cout" | head -n 5)
-    [ -z "$hit" ] || { fail_case "$name: client reports: $hit"; return; }
+    hit=$(bad_report "$cout" "$bad_lines")
+    [ -z "$hit" ] || { fail_case "$name: client reports (count, line): $hit"; return; }
     grep -q "Server Net Address: $addr_s" "$cout" || { fail_case "$name: client did not resolve the server at $addr_s"; return; }
-    # The server's test thread ends after the client's final sync and disconnect.
     finished=$((finished + 1))
-    for i in $(seq 100); do
-        [ "$(grep -c "Server: Transaction Test Finished for this client" "$sout")" -ge $finished ] && break
-        if [ "$i" = 100 ]; then
-            fail_case "$name: server did not print 'Server: Transaction Test Finished for this client' within 10 s of the client's end"
-            finished=$((finished - 1))
-            return
-        fi
-        sleep 0.1
-    done
-    hit=$(grep -iE "$bad_lines" "$sout" | head -n 5)
-    [ -z "$hit" ] || { fail_case "$name: server reports: $hit"; return; }
+    if ! wait_until 10 server_finished; then
+        fail_case "$name: server did not print 'Server: Transaction Test Finished for this client' within 10 s of the client's end"
+        finished=$((finished - 1))
+        return
+    fi
+    hit=$(bad_report "$sout" "$bad_lines")
+    [ -z "$hit" ] || { fail_case "$name: server reports (count, line): $hit"; return; }
     wqe=$(sed -nE 's/^Total WQE +: +([0-9.]+) WQE\/Sec.*/\1/p' "$cout")
     echo "ok: $name across the veth pair ($ns_c -> $ns_s)"
     echo "RESULT netns-$name $wqe WQE/s"

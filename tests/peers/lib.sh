@@ -1,0 +1,104 @@
+# Shared by the peer scripts (sourced, not run): verdicts, the scratch
+# directory, and the peer processes, which must never outlive the script.
+#
+# A script that sources this sets sout/cout (the server's and the client's
+# output files) and records its `timeout`-wrapped peers in spid/cpid; the
+# EXIT trap (peers_start) ends them, the deadline and the scratch directory.
+
+fail() { echo "FAIL: $*"; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# Lines a peer program prints when something went wrong (our libraries start
+# theirs with "dat2:").
+bad_lines='error|fail|warning|swallow|timed out|timeout|^dat2:|abort|segmentation|assert'
+
+spid= # the server's `timeout` wrapper
+cpid= # the client's `timeout` wrapper while it runs
+deadline_pid=
+tmp=
+
+# Ends a `timeout`-wrapped process and its children, by their ids: TERM first
+# (timeout forwards it), KILL whatever is left after 3 s.
+stop_tree() {
+    local pid=$1 kids i
+    [ -n "$pid" ] || return 0
+    kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+    kids=$(pgrep -P "$pid")
+    kill -TERM "$pid" $kids 2>/dev/null
+    for i in $(seq 30); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL $kids "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    return 0
+}
+
+# The EXIT trap: peers first, then the deadline, the script's own cleanup
+# (the function named by $peers_extra_cleanup, if any) and the scratch directory.
+peers_cleanup() {
+    stop_tree "$cpid"
+    stop_tree "$spid"
+    stop_tree "$deadline_pid"
+    [ -n "${peers_extra_cleanup:-}" ] && "$peers_extra_cleanup"
+    [ -n "$tmp" ] && rm -rf "$tmp"
+    return 0
+}
+
+# peers_start NAME SECONDS: a scratch directory $tmp (entered: crash reports a
+# peer may write, libfabric's <prog>.<...>.btr, stay in there), the cleanup
+# traps, and a deadline: after SECONDS the script is stopped (TERM), so that
+# it cleans up before ctest's TIMEOUT would kill it without that chance.
+peers_start() {
+    local name=$1 seconds=$2 self=$$
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || fail "mktemp"
+    cd "$tmp" || fail "cd $tmp"
+    trap peers_cleanup EXIT
+    trap 'exit 130' INT TERM
+    (
+        sleep "$seconds"
+        echo "FAIL: $name still running after $seconds s; stopping it"
+        kill -TERM "$self"
+    ) &
+    deadline_pid=$!
+}
+
+# wait_until SECONDS CMD...: runs CMD every 0.1 s until it succeeds (0) or
+# SECONDS have passed (1).
+wait_until() {
+    local i n=$(($1 * 10))
+    shift
+    for ((i = 0; i < n; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# await_server SECONDS CMD...: like wait_until for CMD (the server listens),
+# but gives up as soon as the server ($spid) has exited: 0 listening, 1 the
+# server exited, 2 not listening after SECONDS.
+await_server() {
+    local i n=$(($1 * 10))
+    shift
+    for ((i = 0; i < n; i++)); do
+        "$@" && return 0
+        kill -0 "$spid" 2>/dev/null || return 1
+        sleep 0.1
+    done
+    return 2
+}
+
+# show_outputs SERVER_DESCRIPTION CLIENT_DESCRIPTION: the tails of $sout and $cout.
+show_outputs() {
+    echo "---- server ($1), last 30 lines:"
+    tail -n 30 "$sout"
+    echo "---- client ($2), last 30 lines:"
+    tail -n 30 "$cout"
+}
+
+# bad_report FILE ERE: the (at most 5) most frequent lines of FILE matching
+# ERE case-insensitively, with their counts; nothing when none matches.
+bad_report() {
+    grep -iE "$2" "$1" | sort | uniq -c | sort -rn | head -n 5
+}
