@@ -221,8 +221,19 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
         if (DAT_RETURN r = wait_for_reads(*ep))
             return r;
     Op *op = op_take(*ep, recv);
-    if (!op)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    if (!op) {
+        // Completions of suppressed DTOs come back only when someone reads
+        // the queue; a consumer that never dequeues its request EVD (every
+        // send suppressed) still gets its records back.
+        {
+            std::lock_guard<std::mutex> lock(evd->mu);
+            evd_drain_all_locked(*evd);
+        }
+        evd_wake(*evd); // what moved into the EVD wakes its waiter
+        op = op_take(*ep, recv);
+        if (!op)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    }
     if (kind == PostKind::kRdmaRead)
         ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
     op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;

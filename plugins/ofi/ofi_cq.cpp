@@ -75,11 +75,22 @@ int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     return 0;
 }
 
-int OfiTransport::cq_fd(kit::Evd &) {
-    return -1; // the CM thread watches the queue and wakes the EVD
+// dat_evd_wait sleeps on the queue's own wait fd (libfabric tcp puts the
+// sockets of the queue's endpoints in it), so the kernel wakes the consumer
+// directly. The CM thread may still run progress on the queue and, doing so,
+// clear the fd's signal after a completion arrived; it then finds the queue
+// not empty (fi_trywait fails) and wakes the EVD itself.
+int OfiTransport::cq_fd(kit::Evd &evd) {
+    int fd = -1;
+    if (fi_control(&cq_ptr(evd)->fid, FI_GETWAIT, &fd) != 0)
+        return -1; // the CM thread wakes the EVD instead
+    return fd;
 }
 
-bool OfiTransport::cq_arm(kit::Evd &) { return true; }
+bool OfiTransport::cq_arm(kit::Evd &evd) {
+    fid *f = &cq_ptr(evd)->fid;
+    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+}
 
 DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
     std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
