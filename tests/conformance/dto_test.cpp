@@ -411,6 +411,22 @@ TEST_P(DtoTest, SuppressFlagGivesNoEventForASuccessfulSend) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+// A consumer that suppresses every send and never dequeues its request EVD
+// (each send answered by a receive, as in a ping-pong) must not run out of
+// DTO records: a suppressed DTO that completed holds no resource.
+TEST_P(DtoTest, SuppressedSendsNeverDequeuedDoNotExhaustTheEndpoint) {
+    const int rounds = 4 * std::max(cattr().max_request_dtos, 64);
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 64, 0x5A, r, 64));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int i = 0; i < rounds; ++i) {
+        ASSERT_DAT_OK(recv(server.ep, r, 0, 64, i));
+        ASSERT_DAT_OK(send(client.ep, s, 0, 64, i, DAT_COMPLETION_SUPPRESS_FLAG));
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, i)) << "recv " << i;
+    }
+    EXPECT_TRUE(no_event(client.req_evd));
+}
+
 TEST_P(DtoTest, SuppressFlagStillReportsAFlushedSend) {
     Buffer s;
     ASSERT_DAT_OK(client.register_buffer(s, 4096));
