@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <poll.h>
 #include <thread>
 #include <sys/eventfd.h>
@@ -184,15 +185,47 @@ void evd_push(Evd &evd, const DAT_EVENT &event) {
     }
 }
 
+namespace {
+// Asynchronous events are rare; one lock guards every IA's async_evd and the
+// IAs that borrowed an EVD of another IA.
+std::mutex async_mu;
+std::multimap<Evd *, Ia *> &async_borrowers() {
+    static auto *m = new std::multimap<Evd *, Ia *>;
+    return *m;
+}
+} // namespace
+
 void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason) {
-    if (!ia.async_evd)
-        return;
     DAT_EVENT e;
     std::memset(&e, 0, sizeof e);
     e.event_number = number;
     e.event_data.asynch_error_event_data.dat_handle = object;
     e.event_data.asynch_error_event_data.reason = reason;
-    evd_push(*ia.async_evd, e);
+    std::lock_guard<std::mutex> lock(async_mu);
+    if (ia.async_evd)
+        evd_push(*ia.async_evd, e);
+}
+
+void async_evd_borrow(Ia &ia, Evd &evd) {
+    std::lock_guard<std::mutex> lock(async_mu);
+    evd.users.fetch_add(1); // dat_evd_free: in use
+    async_borrowers().emplace(&evd, &ia);
+    ia.async_evd = &evd;
+    ia.async_evd_owned = false;
+}
+
+void async_evd_return(Ia &ia) {
+    std::lock_guard<std::mutex> lock(async_mu);
+    if (ia.async_evd_owned || !ia.async_evd)
+        return;
+    auto range = async_borrowers().equal_range(ia.async_evd);
+    for (auto it = range.first; it != range.second; ++it)
+        if (it->second == &ia) {
+            async_borrowers().erase(it);
+            break;
+        }
+    ia.async_evd->users.fetch_sub(1);
+    ia.async_evd = nullptr;
 }
 
 void evd_release(Evd &evd) {
@@ -205,8 +238,16 @@ void evd_release(Evd &evd) {
         evd.ia->transport->cq_close(evd);
     if (evd.wake_fd >= 0)
         ::close(evd.wake_fd);
-    if (evd.ia->async_evd == &evd)
-        evd.ia->async_evd = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(async_mu);
+        if (evd.ia->async_evd == &evd)
+            evd.ia->async_evd = nullptr;
+        // IAs that borrowed it (their owner closed abruptly) lose it.
+        auto range = async_borrowers().equal_range(&evd);
+        for (auto it = range.first; it != range.second; ++it)
+            it->second->async_evd = nullptr;
+        async_borrowers().erase(range.first, range.second);
+    }
     ia_untrack(*evd.ia, &evd);
     destroy_object(&evd);
 }

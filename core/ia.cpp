@@ -93,11 +93,19 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         const DAT_PROVIDER *table = nullptr;
         if (!provider_entry(name, factory, params, &table))
             return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
-        // Each open is its own IA here, so the async EVD is always ours:
-        // DAT_EVD_ASYNC_EXISTS gets a fresh one, and an EVD of another open
-        // (which OFED would share) is refused.
-        if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS)
-            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+        // dat_ia_open(3DAT): a Consumer's EVD must be an asynchronous EVD
+        // "created for the same Provider" (an IA of this dat.conf entry).
+        // Each open is its own IA here, so DAT_EVD_ASYNC_EXISTS gets a fresh one.
+        Evd *borrowed = nullptr;
+        if (*async_evd != DAT_HANDLE_NULL && *async_evd != DAT_EVD_ASYNC_EXISTS) {
+            if (DAT_RETURN r = handle_cast(*async_evd, borrowed, DAT_INVALID_HANDLE_EVD_ASYNC))
+                return r;
+            if (!(borrowed->flags & DAT_EVD_ASYNC_FLAG) || borrowed->provider != table) {
+                DAT2_LOG(log::kGeneric, "dat_ia_open(%s): the EVD passed is not an async EVD of this provider\n",
+                         static_cast<const char *>(name));
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
+            }
+        }
         if (async_qlen <= 0 || async_qlen > kMaxEvdQlen)
             async_qlen = 16;
         Ia *ia = make_object<Ia>(table, nullptr);
@@ -119,6 +127,11 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             return err != DAT_SUCCESS ? err : DAT_ERROR(DAT_INTERNAL_ERROR, 0);
         }
         publish(ia);
+        if (borrowed) {
+            async_evd_borrow(*ia, *borrowed);
+            *ia_out = ia;
+            return DAT_SUCCESS;
+        }
         DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
         DAT_RETURN r = evd_create(ia, async_qlen, DAT_HANDLE_NULL, DAT_EVD_ASYNC_FLAG, &evd);
         if (r != DAT_SUCCESS) {
@@ -213,6 +226,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags) {
             DAT2_LOG(log::kGeneric, "dat_ia_close(%s, graceful): objects still exist\n", ia->name.c_str());
             return DAT_ERROR(DAT_INVALID_STATE, 0);
         }
+        async_evd_return(*ia); // a Consumer's EVD stays (dat_ia_close(3DAT))
         release_children(*ia);
         ia->transport.reset();
         destroy_object(ia);

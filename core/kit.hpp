@@ -170,8 +170,11 @@ struct Ia : ObjectHeader {
     std::unique_ptr<Transport> transport;
     DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
+    // Created by ia_open (owned), or an async EVD of another IA that the
+    // Consumer passed to dat_ia_open (borrowed). Read and changed under the
+    // kit's async lock (post_async, async_evd_borrow/return, evd_release).
     Evd *async_evd = nullptr;
-    bool async_evd_owned = false; // created by ia_open
+    bool async_evd_owned = false;
     std::mutex mu;                // the object lists below
     std::vector<ObjectHeader *> objects; // every child, for ia_close
     // LMR contexts: index (16 bits) | generation (16 bits) << 16; table read
@@ -280,6 +283,11 @@ void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::
 void on_disconnected(Ep &ep, bool broken);
 // An IA-level error for the async EVD.
 void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason);
+// dat_ia_open with a Consumer's async EVD: `ia` reports its asynchronous
+// events there until async_evd_return (its dat_ia_close) or until the EVD
+// itself goes away with its own IA.
+void async_evd_borrow(Ia &ia, Evd &evd);
+void async_evd_return(Ia &ia);
 
 // Provider registration for a plugin's dat_provider_init/fini.
 void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept;

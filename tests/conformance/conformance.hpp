@@ -39,9 +39,6 @@ inline constexpr const char *kGapPspProvider =
 inline constexpr const char *kGapRemotePz =
     "known gap, issue 3: remote access is not yet checked against the target Endpoint's PZ "
     "(libfabric has no protection zones; needs one fabric domain per PZ)";
-inline constexpr const char *kGapConsumerAsyncEvd =
-    "known gap, issue 3: dat_ia_open does not yet accept a Consumer-supplied async EVD "
-    "(the async EVD of another open of the same IA)";
 
 // The implementation says it lacks what was asked for: DAT_NOT_IMPLEMENTED or
 // DAT_MODEL_NOT_SUPPORTED.

@@ -336,13 +336,7 @@ TEST_P(IaTest, ConsumerSuppliedAsyncEvdIsUsedAndNotDestroyedByClose) {
     // dat_ia_open(3DAT): "If async_evd_handle is not DAT_HANDLE_NULL, the Provider does not
     // create an Event Dispatcher ... The async_evd_handle value passed in by the Consumer must
     // be an asynchronous Event Dispatcher created for the same Provider" -- this one is.
-    // The kit refuses every Consumer EVD with DAT_INVALID_HANDLE_EVD_ASYNC for now.
     DAT_RETURN r = dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second);
-    if (DAT_GET_TYPE(r) == DAT_INVALID_HANDLE && DAT_GET_SUBTYPE(r) == DAT_INVALID_HANDLE_EVD_ASYNC) {
-        // "The async_evd_handle remains unchanged" on that failure.
-        EXPECT_EQ(passed, async);
-        GTEST_SKIP() << conformance::kGapConsumerAsyncEvd << " (" << conformance::ret_text(r) << ")";
-    }
     ASSERT_DAT_OK(r);
     // dat_ia_open(3DAT): the provider does not create an EVD; the handle is the one passed in.
     EXPECT_EQ(passed, async);
@@ -350,12 +344,48 @@ TEST_P(IaTest, ConsumerSuppliedAsyncEvdIsUsedAndNotDestroyedByClose) {
     EXPECT_DAT_OK(dat_ia_query(second, &reported, DAT_IA_FIELD_NONE, nullptr,
                                DAT_PROVIDER_FIELD_NONE, nullptr));
     EXPECT_EQ(reported, async);
+    // dat_evd_free(3DAT): DAT_INVALID_STATE while the EVD is in use (here: by the second IA).
+    EXPECT_DAT_ERR(dat_evd_free(async), DAT_INVALID_STATE, 0);
     EXPECT_DAT_OK(dat_ia_close(second, DAT_CLOSE_ABRUPT_FLAG));
     // dat_ia_close(3DAT): "If async_evd_handle was passed in by the Consumer at dat_ia_open(),
     // this handle is not destroyed."
     DAT_EVD_PARAM param{};
     EXPECT_DAT_OK(dat_evd_query(async, DAT_EVD_FIELD_ALL, &param));
     EXPECT_DAT_OK(dat_evd_free(async));
+}
+
+TEST_P(IaTest, AsyncEvdOfAnotherIaMustBeAnAsyncEvd) {
+    Ia first;
+    ASSERT_DAT_OK(first.open(name()));
+    DAT_EVD_HANDLE dto = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(first.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto));
+    DAT_EVD_HANDLE passed = dto;
+    DAT_IA_HANDLE second = DAT_HANDLE_NULL;
+    // dat_ia_open(3DAT): DAT_INVALID_HANDLE "Invalid DAT handle; async_evd_handle is invalid".
+    EXPECT_DAT_INVALID_HANDLE(dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second),
+                              HandleKind::Evd);
+    EXPECT_EQ(passed, dto); // unchanged on failure
+    EXPECT_DAT_OK(dat_evd_free(dto));
+}
+
+TEST_P(IaTest, BorrowedAsyncEvdGoingAwayWithItsIaLeavesTheBorrowerWorking) {
+    Ia first;
+    ASSERT_DAT_OK(first.open(name()));
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(first.ia, 8, DAT_HANDLE_NULL, DAT_EVD_ASYNC_FLAG, &async));
+    DAT_EVD_HANDLE passed = async;
+    DAT_IA_HANDLE second = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second));
+    // The owner closes abruptly, taking its EVDs along (dat_ia_close(3DAT)).
+    ASSERT_DAT_OK(dat_ia_close(first.ia, DAT_CLOSE_ABRUPT_FLAG));
+    first.ia = DAT_HANDLE_NULL;
+    DAT_EVD_PARAM param{};
+    EXPECT_DAT_INVALID_HANDLE(dat_evd_query(async, DAT_EVD_FIELD_ALL, &param), HandleKind::Evd);
+    // The borrower still works and closes cleanly.
+    DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
+    EXPECT_DAT_OK(dat_pz_create(second, &pz));
+    EXPECT_DAT_OK(dat_pz_free(pz));
+    EXPECT_DAT_OK(dat_ia_close(second, DAT_CLOSE_GRACEFUL_FLAG));
 }
 
 TEST_P(IaTest, RegistryListsTheIaName) {
