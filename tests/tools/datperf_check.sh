@@ -1,0 +1,212 @@
+#!/bin/bash
+# Runs datperf once with small counts and judges what it printed: the table
+# (present, a row per size, figures above zero), the --json file (parses with
+# python3 -m json.tool, every figure above zero), stderr (no error lines, no
+# sanitizer report). Exit 0 pass, 1 fail, 77 skip (a peer program missing).
+#
+#   datperf_check.sh DATPERF CASE [PLUGIN]
+#
+# CASE: pingpong, pingpong-wait, write-lat, write, read, send, conn-rate,
+# compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
+# --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
+# bad-provider (unknown name; entry whose library does not load).
+set -u
+datperf=$1 case=$2
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/datperf-check.XXXXXX") || exit 1
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null
+        sleep 1
+        kill -KILL "$server_pid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+cd "$tmp" || exit 1
+
+fail() { echo "FAIL: $*"; for f in out err; do [ -s "$tmp/$f" ] && { echo "---- $f:"; tail -n 40 "$tmp/$f"; }; done; exit 1; }
+skip() { echo "SKIP: $*"; exit 77; }
+
+# Lines that must never appear on stderr.
+bad_stderr='AddressSanitizer|LeakSanitizer|runtime error:|Segmentation|Aborted|^dat2:'
+
+# run ARGS...: datperf with --json=out.json and a deadline; out, err, rc.
+run() {
+    timeout 100 "$datperf" --no-progress --timeout 20 --json="$tmp/out.json" "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+
+# judge_table TITLE COLUMNS COUNT FIRST_POSITIVE...: the table after the line
+# that starts with TITLE ("pingpong:") has a header and COUNT rows of
+# COLUMNS fields; the fields numbered FIRST_POSITIVE... (1-based) are > 0.
+judge_table() {
+    local title=$1 columns=$2 count=$3
+    shift 3
+    awk -v title="$title" -v columns="$columns" -v count="$count" -v positive="$*" '
+        BEGIN { n = split(positive, pos, " ") }
+        index($0, title) == 1 { in_table = 1; header = 0; next }
+        in_table && !header { if ($1 == "size" || $1 == "endpoints") header = 1; next }
+        in_table && header {
+            if (NF != columns || $2 !~ /^[0-9.]+$/) { in_table = 0; next }
+            rows++
+            for (i = 1; i <= n; i++)
+                if (!($(pos[i]) + 0 > 0)) { printf "row %s: column %d is %s, not > 0\n", $1, pos[i], $(pos[i]); bad = 1 }
+        }
+        END {
+            if (!header) { print "no table after \"" title "\""; exit 1 }
+            if (rows != count) { printf "%d rows in the %s table, expected %d\n", rows, title, count; exit 1 }
+            exit bad
+        }' "$tmp/out" || fail "the $title table"
+}
+
+# judge_json WORKLOAD COUNT: out.json parses; WORKLOAD has COUNT results,
+# every figure in them > 0.
+judge_json() {
+    python3 -m json.tool "$tmp/out.json" >/dev/null || fail "--json output does not parse"
+    python3 - "$tmp/out.json" "$1" "$2" <<'PY' || fail "--json figures"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+tests = [t for t in doc["tests"] if t["workload"] == sys.argv[2]]
+assert tests, "no test %s in the JSON" % sys.argv[2]
+results = tests[0]["results"]
+assert len(results) == int(sys.argv[3]), "%d results, expected %s" % (len(results), sys.argv[3])
+for r in results:
+    for key, value in r.items():
+        if value is not None and not value > 0:
+            raise SystemExit("%s: %s = %s, not > 0" % (sys.argv[2], key, value))
+print("ok: json %s: %d results, every figure > 0" % (sys.argv[2], len(results)))
+PY
+}
+
+judge_stderr() {
+    if grep -qE "$bad_stderr" "$tmp/err"; then
+        fail "stderr has error lines: $(grep -E "$bad_stderr" "$tmp/err" | head -3)"
+    fi
+}
+
+expect_ok() {
+    [ "$rc" = 0 ] || fail "datperf $* exited with $rc"
+    judge_stderr
+}
+
+case $case in
+pingpong)
+    run pingpong --sizes 1,4k,64k -n 200 --csv="$tmp/out.csv"
+    expect_ok
+    grep -q "one-way = round trip / 2" "$tmp/out" || fail "the table does not say what its latency is"
+    judge_table "pingpong:" 7 3 2 3 4 5 7
+    judge_json pingpong 3
+    head -1 "$tmp/out.csv" | grep -q "^workload,source,run,size,iters,median_us" || fail "--csv header"
+    [ "$(grep -c '^pingpong,datperf,' "$tmp/out.csv")" = 6 ] || fail "--csv rows (3 sizes, per run and combined)"
+    ;;
+pingpong-wait)
+    run pingpong --wait --sweep 1:256 -n 100
+    expect_ok
+    grep -q "dat_evd_wait" "$tmp/out" || fail "the table does not say the completions were waited for"
+    judge_table "pingpong:" 7 9 2 3 4 5 7
+    judge_json pingpong 9
+    ;;
+write-lat)
+    run write-lat --sizes 1,4k,1m -n 100
+    expect_ok
+    judge_table "write-lat:" 7 3 2 3 4 5 7
+    judge_json write-lat 3
+    ;;
+write | read | send)
+    run "$case" --sizes 1,4k,1m -n 200 --window 16
+    expect_ok
+    grep -q "16 outstanding" "$tmp/out" || fail "the table does not show the window"
+    judge_table "$case:" 5 3 2 5
+    judge_json "$case" 3
+    ;;
+conn-rate)
+    run conn-rate --endpoints 20 --window 8
+    expect_ok
+    judge_table "conn-rate:" 6 1 1 3 4 5 6
+    judge_json conn-rate 1
+    ;;
+compare)
+    command -v fi_pingpong >/dev/null || skip "fi_pingpong not installed (Debian package libfabric-bin)"
+    run pingpong --sizes 1,4k -n 200 --compare --peer-repeats 2
+    expect_ok
+    judge_table "pingpong:" 7 2 2 3 4 5 7
+    # vs fi_pingpong: size, runs, peer us, median x, p99 x, min x, avg x
+    awk '/^vs fi_pingpong/ { t = 1; next } t && $1 == "size" { h = 1; next }
+         t && h && NF == 7 { rows++; for (i = 3; i <= 7; i++) if (!($i + 0 > 0)) bad = 1 }
+         t && h && NF != 7 { t = 0 }
+         END { exit !(rows == 2 && !bad) }' "$tmp/out" || fail "no fi_pingpong ratios for both sizes"
+    python3 - "$tmp/out.json" <<'PY' || fail "--json ratios"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ratios = doc["tests"][0]["ratios"]
+assert len(ratios) == 2 and all(r["peer"] == "fi_pingpong" and r["median"] > 0 for r in ratios), ratios
+print("ok: json has fi_pingpong ratios")
+PY
+    ;;
+plot)
+    command -v gnuplot >/dev/null || skip "gnuplot not installed (Debian package gnuplot-nox)"
+    run pingpong,write --sizes 1,4k,64k -n 100 --runs 2 --plot "$tmp/chart.png"
+    expect_ok
+    [ "$(head -c 8 "$tmp/chart.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "--plot wrote no PNG"
+    grep -q "median of 2 runs" "$tmp/out" || fail "the table does not say it combines 2 runs"
+    judge_json pingpong 3
+    ;;
+two-hosts)
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    timeout 100 "$datperf" --server --port "$port" --timeout 20 >"$tmp/server.out" 2>"$tmp/server.err" &
+    server_pid=$!
+    for _ in $(seq 100); do grep -q "waiting for a client" "$tmp/server.out" && break; sleep 0.1; done
+    grep -q "waiting for a client" "$tmp/server.out" || { cat "$tmp/server.out" "$tmp/server.err"; fail "the server does not listen"; }
+    run --connect 127.0.0.1 --port "$port" pingpong,read --sizes 1,64k -n 100
+    expect_ok
+    wait "$server_pid"
+    src=$?
+    server_pid=
+    [ "$src" = 0 ] || { cat "$tmp/server.err"; fail "the server exited with $src"; }
+    grep -q "two hosts" "$tmp/out" || fail "the table does not name the mode"
+    judge_table "pingpong:" 7 2 2 3 4 5 7
+    judge_table "read:" 5 2 2 5
+    judge_json read 2
+    ;;
+ofed-libdat2)
+    # OFED's libdat2 (Debian libdapl2) hosts our plugin: datperf uses only
+    # the public API, so it runs there unchanged.
+    plugin=${3:-}
+    ofed=/usr/lib/x86_64-linux-gnu/libdat2.so.2
+    [ -e "$ofed" ] || skip "$ofed missing (Debian package libdapl2)"
+    [ -e "$plugin" ] || fail "no plugin given (third argument) or '$plugin' missing"
+    # OFED's registry wants an absolute library path and nonthreadsafe.
+    echo "ofi-tcp u2.0 nonthreadsafe default $plugin dat2.2.0 \"provider=tcp address=127.0.0.1\" \"\"" >"$tmp/dat.conf"
+    resolved=$(LD_LIBRARY_PATH=${ofed%/*} ldd "$datperf" | awk '$1 == "libdat2.so.2" { print $3 }')
+    [ "$(readlink -f "$resolved")" = "$(readlink -f "$ofed")" ] || fail "datperf resolves libdat2.so.2 to '$resolved', not OFED's"
+    LD_LIBRARY_PATH=${ofed%/*} DAT_OVERRIDE=$tmp/dat.conf run pingpong,write,conn-rate --sizes 1,64k -n 100 --endpoints 10
+    expect_ok
+    judge_table "pingpong:" 7 2 2 3 4 5 7
+    judge_table "write:" 5 2 2 5
+    judge_table "conn-rate:" 6 1 1 3 4 5 6
+    judge_json pingpong 2
+    ;;
+bad-provider)
+    run -P no-such-ia
+    [ "$rc" = 1 ] || fail "an unknown IA name: exit status $rc, expected 1"
+    grep -q "no provider named 'no-such-ia'.*dat.conf entries: " "$tmp/err" || fail "an unknown IA name: no clear message"
+    judge_stderr
+    [ -s "$tmp/out" ] && fail "an unknown IA name printed a table"
+    echo "ok: an unknown IA name: exit 1, '$(head -c 100 "$tmp/err")...'"
+    # An entry that exists but whose library does not load: the open fails.
+    echo "broken u2.0 nonthreadsafe default $tmp/no-such-provider.so dat2.2.0 \"\" \"\"" >"$tmp/dat.conf"
+    DAT_OVERRIDE=$tmp/dat.conf run -P broken
+    [ "$rc" = 1 ] || fail "an entry whose library does not load: exit status $rc, expected 1"
+    grep -q "cannot open IA 'broken': DAT_PROVIDER_NOT_FOUND" "$tmp/err" || fail "an entry whose library does not load: no clear message"
+    grep -qE 'AddressSanitizer|runtime error:|Segmentation|Aborted' "$tmp/err" && fail "a crash"
+    echo "ok: a broken entry: exit 1, '$(grep "cannot open IA" "$tmp/err")'"
+    # Bad usage is exit 2.
+    run --sizes 0
+    [ "$rc" = 2 ] || fail "--sizes 0: exit status $rc, expected 2"
+    ;;
+*)
+    echo "usage: $0 DATPERF CASE"; exit 2 ;;
+esac
+echo "PASS: datperf $case"
+exit 0

@@ -1,0 +1,234 @@
+#!/bin/bash
+# Instruction counts of the polling ping-pong: how many instructions one
+# post + completion costs inside DAT (libdat2 + libdat2_ofi: registry,
+# kit and plugin) and inside libfabric, measured with callgrind.
+#
+#   tools/datperf-callgrind.sh [--build DIR] [-P IA] [--size BYTES] [--iters N] [--keep DIR]
+#
+# The client of `datperf --connect` runs under callgrind, collecting only
+# inside its measured loop (--toggle-collect=*client_pingpong*, main
+# thread only); the server is a plain `datperf --server` on a free port.
+# Each iteration of that loop is 1 send + 1 receive posted and 2
+# successful dat_evd_dequeue calls, plus however many empty polls happen
+# while the pong is on its way; those are timing, not work, and every one
+# of them calls into the provider too. So the client is measured twice:
+# against a native server, then against a server under valgrind
+# --tool=none, which changes how many polls come up empty. Per object, the
+# two runs give two equations, cost = N x (work per iteration) + E x (cost
+# of an empty poll), solved for both (E is counted: dequeue calls - 2N).
+# "Per post + completion" is the work per iteration / 2. The cost of a call
+# into libc (mutexes, syscall wrappers), libstdc++ or the loader is charged
+# to the object that made it. The CM thread (tcp progress every ms) is not
+# collected.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build ia=ofi-tcp size=64 iters=2000 keep=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --build) build=$2; shift 2 ;;
+    -P | --provider) ia=$2; shift 2 ;;
+    --size) size=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "datperf-callgrind: unknown argument '$1' (--help)" >&2; exit 2 ;;
+    esac
+done
+datperf=$build/bin/datperf
+[ -x "$datperf" ] || { echo "datperf-callgrind: no $datperf (build first: scripts/build.sh $build)" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "datperf-callgrind: valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/datperf-callgrind.XXXXXX")
+server_pid=
+cleanup() {
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        sleep 1
+        kill -KILL "$server_pid" 2>/dev/null || true
+    fi
+    if [ -n "$keep" ]; then mkdir -p "$keep" && cp "$tmp"/* "$keep"/ 2>/dev/null || true; fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# measure NAME [server wrapper...]: one client run under callgrind against a
+# server started with the wrapper (none: native).
+measure() {
+    local name=$1 port
+    shift
+    port=$(free_port)
+    "$@" "$datperf" --server --port "$port" -P "$ia" --timeout 300 >"$tmp/$name.server" 2>&1 &
+    server_pid=$!
+    for _ in $(seq 300); do
+        grep -q "waiting for a client" "$tmp/$name.server" 2>/dev/null && break
+        kill -0 "$server_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    grep -q "waiting for a client" "$tmp/$name.server" || { cat "$tmp/$name.server" >&2; echo "datperf-callgrind: the server did not start" >&2; exit 1; }
+    valgrind --tool=callgrind --separate-threads=yes --toggle-collect='*client_pingpong*' \
+        --callgrind-out-file="$tmp/$name.out.%p" \
+        "$datperf" --connect 127.0.0.1 --port "$port" -P "$ia" --no-progress --timeout 300 \
+        pingpong --poll --sizes "$size" -n "$iters" --warmup 0 >"$tmp/$name.client" 2>"$tmp/$name.valgrind" \
+        || { tail -20 "$tmp/$name.valgrind" "$tmp/$name.client" >&2; echo "datperf-callgrind: the client failed" >&2; exit 1; }
+    wait "$server_pid" || true
+    server_pid=
+    # The main thread's file (part -01) holds the measured loop.
+    ls "$tmp/$name".out.*-01 >/dev/null 2>&1 || { echo "datperf-callgrind: callgrind wrote no per-thread file" >&2; exit 1; }
+}
+
+echo "datperf-callgrind: $ia, $size-byte polling ping-pong, $iters iterations; client under callgrind" >&2
+measure fast
+echo "datperf-callgrind: again against a server under valgrind --tool=none (another count of empty polls)" >&2
+measure slow valgrind --tool=none -q
+
+python3 - "$iters" "$size" "$ia" "$tmp"/fast.out.*-01 "$tmp"/slow.out.*-01 <<'PY'
+import re, sys
+
+iters, size, ia = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+files = {"fast": sys.argv[4], "slow": sys.argv[5]}
+
+SYSTEM = re.compile(r"/(libc|ld-linux[^/]*|libstdc\+\+|libm|libgcc_s|libpthread)[.-][^/]*$|vdso|^\?\?\?$|^$")
+
+
+def category(obj):
+    base = obj.rsplit("/", 1)[-1]
+    if base.startswith("libdat2_ofi"):
+        return "libdat2_ofi"
+    if base.startswith("libdat2"):
+        return "libdat2"
+    if base.startswith("libfabric"):
+        return "libfabric"
+    if base.startswith("datperf"):
+        return "datperf"
+    return "system" if SYSTEM.search(obj) else "other:" + base
+
+
+def parse(path):
+    """Self cost per object, the calls from each object into system
+    libraries (charged to the caller), and call counts of DAT entry points."""
+    names = {"ob": {}, "fn": {}}
+    fn_object = {}
+    self_cost, charged, calls_to = {}, {}, {}
+    ob = fn = None
+    pending_call = None  # (callee fn, callee object or None, count)
+    callee_ob = None
+
+    def name(kind, text):
+        m = re.match(r"\((\d+)\)(?: (.*))?$", text)
+        if not m:
+            return text
+        if m.group(2) is not None:
+            names[kind][m.group(1)] = m.group(2)
+        return names[kind].get(m.group(1), text)
+
+    edges = []
+    for line in open(path):
+        line = line.rstrip("\n")
+        if not line or line[0] == "#":
+            continue
+        key, _, value = line.partition("=")
+        if key == "ob":
+            ob = name("ob", value)
+        elif key == "fn":
+            fn = name("fn", value)
+            fn_object.setdefault(fn, ob)
+            callee_ob = None
+        elif key == "cob":
+            callee_ob = name("ob", value)
+        elif key == "cfn" or key == "cfi" or key == "cfl":
+            if key == "cfn":
+                pending_call = [name("fn", value), callee_ob, 0]
+        elif key == "calls":
+            pending_call[2] = int(value.split()[0])
+        elif line[0] in "0123456789+-*":
+            cost = int(line.split()[-1])
+            if pending_call and pending_call[2]:
+                edges.append((ob, fn, pending_call[0], pending_call[1], pending_call[2], cost))
+                pending_call = None
+                callee_ob = None
+            else:
+                self_cost[ob] = self_cost.get(ob, 0) + cost
+        # fl=, fi=, fe=, totals:, summary:, events: ... carry no cost here
+    def target(edge):
+        return edge[3] or fn_object.get(edge[2], edge[0])
+
+    # A system function "escapes" when it calls, directly or not, back into
+    # a non-system object (__libc_start_main calls main): its inclusive cost
+    # is not the system's, so calls to it are not charged.
+    escapes = set()
+    changed = True
+    while changed:
+        changed = False
+        for e in edges:
+            caller_fn, callee = e[1], e[2]
+            if caller_fn in escapes or category(fn_object.get(caller_fn, e[0])) != "system":
+                continue
+            if category(target(e)) != "system" or callee in escapes:
+                escapes.add(caller_fn)
+                changed = True
+    for e in edges:
+        caller_ob, callee, count, cost = e[0], e[2], e[4], e[5]
+        calls_to[callee] = calls_to.get(callee, 0) + count
+        if category(target(e)) == "system" and category(caller_ob) != "system" and callee not in escapes:
+            charged[caller_ob] = charged.get(caller_ob, 0) + cost
+    per_cat = {}
+    for obj, cost in list(self_cost.items()) + list(charged.items()):
+        c = category(obj)
+        if c == "system":
+            continue
+        per_cat[c] = per_cat.get(c, 0) + cost
+    system_self = sum(v for o, v in self_cost.items() if category(o) == "system")
+    per_cat["system (uncharged)"] = system_self - sum(charged.values())
+    total = sum(self_cost.values())
+    return per_cat, calls_to, total
+
+
+runs = {k: parse(v) for k, v in files.items()}
+dequeues = {k: r[1].get("dat_evd_dequeue", 0) for k, r in runs.items()}
+posts = {k: r[1].get("dat_ep_post_send", 0) + r[1].get("dat_ep_post_recv", 0) for k, r in runs.items()}
+empty = {k: dequeues[k] - 2 * iters for k in runs}
+
+cats = ["libdat2", "libdat2_ofi", "libfabric", "datperf", "system (uncharged)"]
+cats += sorted({c for r in runs.values() for c in r[0] if c not in cats})
+print(f"datperf-callgrind: {ia}, {size}-byte send/recv ping-pong, busy-polling, {iters} iterations "
+      f"(client side; its measured loop, main thread)")
+print(f"dat_evd_dequeue calls per iteration: {dequeues['fast'] / iters:.1f} (native server), "
+      f"{dequeues['slow'] / iters:.1f} (server under valgrind); 2 of them return a completion")
+print()
+print("instructions per iteration as measured (1 send + 1 receive posted, 2 completions, the empty polls):")
+print(f"  {'object':22} {'native server':>14} {'valgrind srv':>14}")
+for c in cats:
+    a, b = runs["fast"][0].get(c, 0) / iters, runs["slow"][0].get(c, 0) / iters
+    if a or b:
+        print(f"  {c:22} {a:14.0f} {b:14.0f}")
+print(f"  {'total':22} {runs['fast'][2] / iters:14.0f} {runs['slow'][2] / iters:14.0f}")
+print()
+de = empty["slow"] - empty["fast"]
+if abs(de) <= iters:
+    print("both runs had about as many empty polls: work and polling cannot be told apart; "
+          "the figures above include the empty polls (run again)")
+    sys.exit(0)
+print("solved per object from the two runs: cost = iterations x work + E x (cost of an empty poll)")
+print(f"  {'object':22} {'per iteration':>14} {'per post+compl':>15} {'per empty poll':>15}")
+sums = {"dat": [0, 0], "fab": [0, 0]}
+for c in cats:
+    a, b = runs["fast"][0].get(c, 0), runs["slow"][0].get(c, 0)
+    e_cost = (b - a) / de
+    work = (a - empty["fast"] * e_cost) / iters
+    if not (a or b):
+        continue
+    print(f"  {c:22} {work:14.0f} {work / 2:15.0f} {e_cost:15.0f}")
+    if c in ("libdat2", "libdat2_ofi"):
+        sums["dat"][0] += work / 2
+        sums["dat"][1] += e_cost
+    elif c == "libfabric":
+        sums["fab"][0] += work / 2
+        sums["fab"][1] += e_cost
+print()
+print(f"per post + completion: libdat2 + libdat2_ofi {sums['dat'][0]:.0f} instructions, "
+      f"libfabric {sums['fab'][0]:.0f} instructions")
+print(f"per empty poll:        libdat2 + libdat2_ofi {sums['dat'][1]:.0f} instructions, "
+      f"libfabric {sums['fab'][1]:.0f} instructions")
+PY

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// datperf, the DAT benchmark: what its parts share. The options (options.cpp),
+// the figures a measurement produces (stats.cpp), the DAT side (session.cpp:
+// resources, connections, the control protocol; workloads.cpp: the measured
+// loops), the reports (report.cpp) and the programs we compare against
+// (peers.cpp). Only the public DAT API is used, so datperf runs unchanged
+// against OFED's libdat2 and providers.
+#pragma once
+
+#include <dat2/udat.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace datperf {
+
+// ---- workloads ----------------------------------------------------------------
+
+enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate };
+
+struct WorkloadInfo {
+    Workload id;
+    const char *name;  // on the command line and in the outputs
+    const char *title; // one line for the report
+    bool latency;      // a ping-pong: a latency distribution per size
+    bool sized;        // measured per message size (conn-rate is per endpoint count)
+};
+
+const std::vector<WorkloadInfo> &workloads();
+const WorkloadInfo &info(Workload w);
+const WorkloadInfo *find_workload(const std::string &name);
+
+enum class Completion { Poll, Wait };
+const char *completion_name(Completion c);
+
+constexpr std::uint64_t kMinSize = 1;
+constexpr std::uint64_t kMaxSize = std::uint64_t(4) << 20;
+
+// ---- options ------------------------------------------------------------------
+
+enum class Role { Loopback, Server, Client };
+
+struct Options {
+    std::vector<Workload> workloads;      // in the order given; pingpong by default
+    std::vector<std::uint64_t> sizes;     // ascending, no duplicates
+    long iters = -1;                      // -1: per size, see default_iters()
+    long warmup = -1;                     // -1: a tenth of the iterations (at most 100)
+    int window = 64;                      // outstanding operations of the streaming workloads
+    int endpoints = 100;                  // conn-rate
+    bool completion_forced = false;       // --poll or --wait given
+    Completion completion = Completion::Poll;
+    std::string provider;                 // IA name; empty: the registry's first entry
+    Role role = Role::Loopback;
+    std::string host;                     // --connect
+    long port = -1;                       // connection qualifier; -1: any (loopback) or kDefaultPort
+    int runs = 1;
+    std::vector<std::string> compare;     // peer names
+    int peer_repeats = 3;
+    std::string peer_provider;            // libfabric provider for fi_* peers; empty: from the IA
+    bool json = false, csv = false;       // on stdout instead of the table
+    std::string json_path, csv_path, plot_path;
+    int progress = -1;                    // -1: when stderr is a terminal
+    double timeout_s = 30;                // longest wait for one event before giving up
+};
+
+constexpr long kDefaultPort = 47111;
+
+// Parses argv; on a usage error prints it and returns false with *exit_code
+// set (0 for --help).
+bool parse_options(int argc, char **argv, Options *opt, int *exit_code);
+void usage(std::FILE *out);
+
+// The completion mode a workload runs with: the forced one, else polling for
+// the ping-pongs and waiting for the rest.
+Completion completion_for(const Options &opt, Workload w);
+// Iterations for one size: --iters, else 1000 up to 64 KiB and fewer above
+// (64 MiB per size, at least 50); streaming: 256 MiB per size within
+// [200, 10000]; conn-rate: the endpoint count.
+std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size);
+std::uint64_t warmup_for(const Options &opt, Workload w, std::uint64_t iters);
+
+// "4k" -> 4096 (k, m, g are powers of 1024; "KiB" and "KB" spellings too).
+bool parse_size(const std::string &text, std::uint64_t *out);
+std::string size_text(std::uint64_t bytes); // 4096 -> "4k"
+
+// ---- errors -------------------------------------------------------------------
+
+// Ends the benchmark: main prints what() once, prefixed "datperf: ".
+struct Error : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+std::string dat_text(DAT_RETURN r); // "DAT_INVALID_PARAMETER DAT_INVALID_ARG2"
+// Throws Error("CALL: TEXT (CONTEXT)").
+[[noreturn]] void dat_fail(DAT_RETURN r, const char *call, const std::string &context = std::string());
+inline void dat_check(DAT_RETURN r, const char *call)
+{
+    if (__builtin_expect(r != DAT_SUCCESS, 0))
+        dat_fail(r, call);
+}
+std::string dto_status_text(DAT_DTO_COMPLETION_STATUS s);
+std::string event_text(const DAT_EVENT &ev);
+
+// ---- results ------------------------------------------------------------------
+
+// One message size (conn-rate: one endpoint count) of one workload in one run.
+struct Point {
+    std::uint64_t size = 0;  // bytes; conn-rate: endpoints
+    std::uint64_t iters = 0; // measured operations (messages, connections)
+    bool has_latency = false;
+    // Latency workloads: one-way latency (round trip / 2), microseconds.
+    // conn-rate: time from dat_ep_connect to ESTABLISHED per connection.
+    double median_us = 0, p99_us = 0, min_us = 0, max_us = 0, avg_us = 0;
+    double mb_s = 0;    // 10^6 bytes per second (latency workloads: size / median)
+    double msg_s = 0;   // operations per second (conn-rate: connections per second)
+    double seconds = 0; // measured wall time of the whole size
+};
+
+struct TestResult {
+    Workload workload = Workload::PingPong;
+    Completion completion = Completion::Poll;
+    int window = 1;
+    std::vector<Point> points;
+};
+
+// Percentiles of samples (microseconds; sorted in place).
+void fill_latency(std::vector<double> &samples, Point *p);
+// The figure of several runs of one size: medians of medians, p99s and
+// rates; minimum of minimums.
+Point combine_runs(const std::vector<Point> &runs);
+double median_of(std::vector<double> v);
+
+// What a client session measured on, for the reports.
+struct SessionInfo {
+    std::string ia_name, vendor, ia_address, server_address;
+};
+
+// ---- comparison peers -----------------------------------------------------------
+
+struct PeerPoint {
+    std::uint64_t size = 0;
+    std::uint64_t iters = 0;
+    bool ok = false;
+    double median_us = 0;             // median over repeats of the peer's own figure
+    double mb_s = 0;
+    std::vector<double> samples;      // one per repeat: latency (us) or MB/s
+    std::string error;
+};
+
+struct PeerResult {
+    std::string peer;
+    Workload workload = Workload::PingPong;
+    std::string figure;  // what the peer's number is, for the report
+    std::string command; // one example command line
+    std::vector<PeerPoint> points;
+    std::string error;   // the peer could not run at all
+};
+
+} // namespace datperf

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// datperf, the DAT benchmark: ping-pong latency (send/recv, RDMA write),
+// streaming bandwidth (write, read, send), connection rate; compared with
+// libfabric's fi_pingpong in the same run. Only the public DAT API: it runs
+// as well against OFED's libdat2 and providers.
+//
+// In the one-command mode this process only orchestrates: every run forks a
+// server child and a client child (which sends its figures back through a
+// pipe), so no DAT or libfabric state ever crosses a fork, and the peers
+// run on a quiet machine. --server and --connect run one role in this
+// process instead.
+#include "peers.hpp"
+#include "proc.hpp"
+#include "report.hpp"
+#include "session.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+namespace datperf {
+namespace {
+
+// The error has been printed already (by a child process).
+struct Reported {};
+
+// ---- results through a pipe -------------------------------------------------------------------
+
+// One line per record, tab-separated: "info", then per workload "test" and
+// its "point"s.
+void write_results(std::FILE *out, const SessionResults &r)
+{
+    std::fprintf(out, "info\t%s\t%s\t%s\t%s\n", r.info.ia_name.c_str(), r.info.vendor.c_str(),
+                 r.info.ia_address.c_str(), r.info.server_address.c_str());
+    for (const auto &t : r.tests) {
+        std::fprintf(out, "test\t%u\t%d\t%d\n", static_cast<unsigned>(t.workload), t.completion == Completion::Wait,
+                     t.window);
+        for (const auto &p : t.points)
+            std::fprintf(out, "point\t%llu\t%llu\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n",
+                         static_cast<unsigned long long>(p.size), static_cast<unsigned long long>(p.iters),
+                         p.has_latency ? 1 : 0, p.median_us, p.p99_us, p.min_us, p.max_us, p.avg_us, p.mb_s, p.msg_s,
+                         p.seconds);
+    }
+    std::fprintf(out, "end\n");
+}
+
+std::vector<std::string> fields(const std::string &line)
+{
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    for (;;) {
+        auto tab = line.find('\t', start);
+        out.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+        if (tab == std::string::npos)
+            return out;
+        start = tab + 1;
+    }
+}
+
+bool read_results(const std::string &text, SessionResults *r)
+{
+    std::istringstream in(text);
+    std::string line;
+    bool ended = false;
+    while (std::getline(in, line)) {
+        auto f = fields(line);
+        if (f[0] == "info" && f.size() == 5) {
+            r->info = SessionInfo{f[1], f[2], f[3], f[4]};
+        } else if (f[0] == "test" && f.size() == 4) {
+            TestResult t;
+            t.workload = static_cast<Workload>(std::stoul(f[1]));
+            t.completion = f[2] == "1" ? Completion::Wait : Completion::Poll;
+            t.window = std::stoi(f[3]);
+            r->tests.push_back(t);
+        } else if (f[0] == "point" && f.size() == 12 && !r->tests.empty()) {
+            Point p;
+            p.size = std::stoull(f[1]);
+            p.iters = std::stoull(f[2]);
+            p.has_latency = f[3] == "1";
+            double *v[] = {&p.median_us, &p.p99_us, &p.min_us, &p.max_us, &p.avg_us, &p.mb_s, &p.msg_s, &p.seconds};
+            for (std::size_t i = 0; i < 8; ++i)
+                *v[i] = std::stod(f[4 + i]);
+            r->tests.back().points.push_back(p);
+        } else if (f[0] == "end") {
+            ended = true;
+        }
+    }
+    return ended;
+}
+
+// ---- child processes --------------------------------------------------------------------------
+
+// Forks a child that runs `body` and exits with its result; the child dies
+// with us.
+template <typename Body>
+pid_t fork_child(Body body)
+{
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0)
+        throw Error(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        int rc = body();
+        std::fflush(stdout);
+        std::exit(rc);
+    }
+    return pid;
+}
+
+// waitpid with a deadline; true when it exited (status in *status).
+bool wait_child(pid_t pid, double timeout_s, int *status)
+{
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR))
+            return true;
+        if (std::chrono::steady_clock::now() > deadline)
+            return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+}
+
+// Waits `grace_s` for the child, then stops it. True when it ended on its own.
+bool end_child(pid_t pid, double grace_s, int *status)
+{
+    if (wait_child(pid, grace_s, status))
+        return true;
+    kill(pid, SIGTERM);
+    if (!wait_child(pid, 3, status)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, status, 0);
+    }
+    return false;
+}
+
+// Reads `fd` until EOF, or until `give_up` says so (checked every 200 ms).
+template <typename GiveUp>
+std::string read_all(int fd, GiveUp give_up)
+{
+    std::string data;
+    char buf[4096];
+    for (;;) {
+        pollfd p{fd, POLLIN, 0};
+        int n = poll(&p, 1, 200);
+        if (n > 0) {
+            ssize_t got = read(fd, buf, sizeof buf);
+            if (got > 0) {
+                data.append(buf, static_cast<std::size_t>(got));
+                continue;
+            }
+            if (got == 0 || errno != EINTR)
+                return data;
+        } else if (n < 0 && errno != EINTR) {
+            return data;
+        }
+        if (give_up())
+            return data;
+    }
+}
+
+// One run of the one-command mode: a server child on a PSP of its choosing,
+// a client child that connects to the IA's own address.
+SessionResults loopback_run(const Options &opt, const std::string &ia_name)
+{
+    int ready[2], results[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(results, O_CLOEXEC) != 0)
+        throw Error(std::string("pipe: ") + std::strerror(errno));
+    pid_t server = fork_child([&] {
+        close(ready[0]);
+        close(results[0]);
+        close(results[1]);
+        return run_server(opt, ia_name, ready[1]);
+    });
+    close(ready[1]);
+    int status = 0;
+    bool server_done = false;
+    const auto started = std::chrono::steady_clock::now();
+    std::string line = read_all(ready[0], [&] {
+        return std::chrono::steady_clock::now() - started > std::chrono::duration<double>(opt.timeout_s + 10);
+    });
+    close(ready[0]);
+    if (line.empty() || line.back() != '\n') {
+        close(results[0]);
+        close(results[1]);
+        end_child(server, 5, &status);
+        throw Reported{}; // the server said why
+    }
+    const DAT_CONN_QUAL qual = std::stoull(line);
+
+    pid_t client = fork_child([&] {
+        close(results[0]);
+        std::FILE *out = fdopen(results[1], "w");
+        if (!out)
+            return 1;
+        try {
+            write_results(out, run_client(opt, ia_name, "", qual));
+            std::fclose(out);
+            return 0;
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "datperf: %s\n", e.what());
+        }
+        std::fclose(out);
+        return 1;
+    });
+    close(results[1]);
+    // Should the server die, the client learns it from a broken connection;
+    // should it not, we end it 5 s later.
+    std::chrono::steady_clock::time_point server_died{};
+    std::string text = read_all(results[0], [&] {
+        if (!server_done && waitpid(server, &status, WNOHANG) == server) {
+            server_done = true;
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                server_died = std::chrono::steady_clock::now();
+        }
+        return server_died != std::chrono::steady_clock::time_point{} &&
+               std::chrono::steady_clock::now() - server_died > std::chrono::seconds(5);
+    });
+    close(results[0]);
+    int client_status = 0;
+    end_child(client, 15, &client_status);
+    if (!server_done)
+        server_done = end_child(server, 15, &status);
+    if (server_done && WIFSIGNALED(status)) // on its own, not stopped by us
+        std::fprintf(stderr, "datperf: the server process was %s\n", status_text(status).c_str());
+    SessionResults r;
+    const bool complete = read_results(text, &r);
+    if (!WIFEXITED(client_status) || WEXITSTATUS(client_status) != 0 || !complete) {
+        if (WIFSIGNALED(client_status))
+            std::fprintf(stderr, "datperf: the client process was %s\n", status_text(client_status).c_str());
+        throw Reported{};
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        throw Reported{};
+    return r;
+}
+
+// The libfabric provider an fi_* peer should use: --peer-provider, else
+// what the IA's vendor name says ("libfabric tcp"), else tcp.
+std::string peer_provider(const Options &opt, const SessionInfo &info)
+{
+    if (!opt.peer_provider.empty())
+        return opt.peer_provider;
+    const std::string prefix = "libfabric ";
+    if (info.vendor.rfind(prefix, 0) == 0 && info.vendor.size() > prefix.size())
+        return info.vendor.substr(prefix.size());
+    return "tcp";
+}
+
+void run_peers(const Options &opt, const std::vector<std::unique_ptr<ComparePeer>> &peers, Report *report)
+{
+    for (auto &w : report->tests) {
+        for (const auto &peer : peers) {
+            if (!peer->counterpart_of(w.workload))
+                continue;
+            auto it = std::find_if(w.peers.begin(), w.peers.end(),
+                                   [&](const PeerResult &p) { return p.peer == peer->name(); });
+            if (it == w.peers.end()) {
+                w.peers.emplace_back();
+                it = w.peers.end() - 1;
+            }
+            PeerRequest base;
+            base.workload = w.workload;
+            base.address = report->info.server_address;
+            base.provider = peer_provider(opt, report->info);
+            base.timeout_s = opt.timeout_s;
+            std::vector<std::uint64_t> iters;
+            // The peer has no warm-up of its own: it runs as many
+            // iterations as we do with ours.
+            for (auto s : opt.sizes) {
+                std::uint64_t n = iters_for(opt, w.workload, s);
+                iters.push_back(n + warmup_for(opt, w.workload, n));
+            }
+            run_peer(*peer, base, opt.sizes, iters, opt.peer_repeats, &*it, opt.progress > 0);
+        }
+    }
+}
+
+bool write_file(const std::string &path, const Report &r, void (*writer)(std::FILE *, const Report &))
+{
+    std::FILE *f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        std::fprintf(stderr, "datperf: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+        return false;
+    }
+    writer(f, r);
+    return std::fclose(f) == 0;
+}
+
+int run(const Options &opt)
+{
+    // The IA: -P, else the registry's first entry, else ofi-tcp.
+    const std::vector<std::string> names = registry_names();
+    std::string ia_name = opt.provider;
+    if (ia_name.empty())
+        ia_name = names.empty() ? "ofi-tcp" : names.front();
+    else if (!names.empty() && std::find(names.begin(), names.end(), ia_name) == names.end()) {
+        std::fprintf(stderr, "datperf: no provider named '%s' in the DAT registry (dat.conf entries: %s)\n",
+                     ia_name.c_str(), names_text(names).c_str());
+        return 1;
+    }
+
+    if (opt.role == Role::Server)
+        return run_server(opt, ia_name, -1);
+
+    std::vector<std::unique_ptr<ComparePeer>> peers;
+    for (const auto &name : opt.compare) {
+        auto p = make_peer(name);
+        if (!p) {
+            std::string known;
+            for (const auto &n : peer_names())
+                known += (known.empty() ? "" : ", ") + n;
+            std::fprintf(stderr, "datperf: unknown peer '%s' (peers: %s)\n", name.c_str(), known.c_str());
+            return 2;
+        }
+        bool used = std::any_of(opt.workloads.begin(), opt.workloads.end(),
+                                [&](Workload w) { return p->counterpart_of(w); });
+        if (!used)
+            std::fprintf(stderr, "datperf: %s has no counterpart among the workloads asked for; not run\n",
+                         name.c_str());
+        peers.push_back(std::move(p));
+    }
+
+    Report report;
+    if (opt.role == Role::Client) {
+        report.mode = "two hosts";
+        SessionResults r = run_client(opt, ia_name, opt.host, static_cast<DAT_CONN_QUAL>(opt.port));
+        report.info = r.info;
+        add_run(&report, r.tests);
+    } else {
+        report.mode = "one command (server in a child process)";
+        for (int k = 0; k < opt.runs; ++k) {
+            if (opt.progress > 0 && opt.runs > 1) {
+                std::fprintf(stderr, "\rdatperf: run %d of %d   ", k + 1, opt.runs);
+                std::fflush(stderr);
+            }
+            SessionResults r = loopback_run(opt, ia_name);
+            if (k == 0)
+                report.info = r.info;
+            add_run(&report, r.tests);
+            run_peers(opt, peers, &report);
+        }
+    }
+    combine(&report);
+
+    if (opt.json)
+        write_json(stdout, report);
+    else if (opt.csv)
+        write_csv(stdout, report);
+    else
+        print_table(stdout, report);
+    std::fflush(stdout);
+    bool ok = true;
+    if (!opt.json_path.empty())
+        ok &= write_file(opt.json_path, report, write_json);
+    if (!opt.csv_path.empty())
+        ok &= write_file(opt.csv_path, report, write_csv);
+    if (!opt.plot_path.empty()) {
+        std::string error;
+        if (!write_plot(opt.plot_path, report, &error)) {
+            std::fprintf(stderr, "datperf: --plot %s: %s\n", opt.plot_path.c_str(), error.c_str());
+            ok = false;
+        }
+    }
+    return ok ? 0 : 1;
+}
+
+} // namespace
+} // namespace datperf
+
+int main(int argc, char **argv)
+{
+    using namespace datperf;
+    Options opt;
+    int code = 0;
+    if (!parse_options(argc, argv, &opt, &code))
+        return code;
+    if (opt.progress < 0)
+        opt.progress = isatty(STDERR_FILENO) ? 1 : 0;
+    try {
+        return run(opt);
+    } catch (const Reported &) {
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "datperf: %s\n", e.what());
+    }
+    return 1;
+}
