@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The verbs transport: DAT over rdma-core. One IA = one RDMA device port,
+// addressed by an IP address of its netdev (as OFED's cma provider), with
+// its own device context, an rdma_cm event channel and a CM thread that
+// turns rdma_cm and device events into DAT connection events.
+//
+// Queue pairs are managed by the plugin, not by librdmacm: a QP exists from
+// dat_ep_create on (receives may be posted before any connection), and
+// rdma_cm only carries its number; the plugin moves it through
+// INIT/RTR/RTS with the attributes rdma_init_qp_attr() gives, and to ERROR
+// when the connection ends.
+#pragma once
+
+#include "kit.hpp"
+#include "wait.hpp"
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace dat2::verbs {
+
+// errno -> DAT and ibv_wc_status -> DAT DTO status, in one place.
+DAT_RETURN to_dat(int err, DAT_RETURN fallback);
+DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status);
+
+// What dat.conf's ia_params select (see plugins/verbs/README.md).
+struct Params {
+    std::string device;  // RDMA device name; empty or "any": whichever has an address
+    int port = 0;        // 0: the first active port
+    std::string netdev;  // network interface whose address the IA takes
+    std::string address; // the IA address itself
+};
+bool parse_params(const std::string &text, Params &out, std::string &error);
+
+// Private data framing. InfiniBand CM messages carry fixed-size private
+// data (zero padded), so the consumer's length travels in a 2-byte header,
+// which also tells a reject by the peer's consumer (kind "reject") from a
+// refusal by the CM (no listener).
+enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
+inline constexpr std::size_t kCmHeader = 2;
+// Private data an IB/RoCE REQ carries in rdma_cm's TCP port space (92 bytes
+// minus rdma_cm's own 36-byte header); REP and REJ carry more.
+inline constexpr std::size_t kIbReqPrivateData = 56;
+std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out);
+bool unframe_cm_data(const void *data, std::size_t len, CmKind kind, const unsigned char *&pdata,
+                     std::size_t &pdata_len);
+
+// A completion queue behind a DTO EVD, with its own completion channel so
+// that each EVD has an fd to block on.
+struct VerbsCq {
+    kit::Evd *evd = nullptr;
+    ibv_cq *cq = nullptr;
+    ibv_comp_channel *channel = nullptr;
+    std::mutex mu; // poll, arm, resize (dat_evd_wait arms without the EVD's lock)
+    // Completions polled while arming (to close the race between the last
+    // empty poll and the notification request): read before the CQ.
+    static constexpr int kStash = 32;
+    ibv_wc stash[kStash];
+    int stash_head = 0, stash_count = 0;
+    bool armed = false;
+    int committed = 0; // work requests the QPs on this CQ may have outstanding
+};
+
+struct VerbsEp;
+struct VerbsPsp;
+struct Request; // a connection request awaiting accept or reject
+
+class VerbsTransport final : public kit::Transport {
+public:
+    VerbsTransport(kit::Ia &ia, const Params &params);
+    ~VerbsTransport() override;
+    DAT_RETURN open(); // everything that can fail
+
+    void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
+
+    DAT_RETURN cq_open(kit::Evd &evd) override;
+    void cq_close(kit::Evd &evd) override;
+    int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
+    int cq_fd(kit::Evd &evd) override;
+    bool cq_arm(kit::Evd &evd) override;
+
+    DAT_RETURN mr_register(kit::Lmr &lmr) override;
+    void mr_deregister(kit::Lmr &lmr) override;
+
+    DAT_RETURN ep_open(kit::Ep &ep) override;
+    void ep_close(kit::Ep &ep) override;
+    void ep_reset(kit::Ep &ep) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
+    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) override;
+    void psp_close(kit::Psp &psp) override;
+    DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
+    DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
+    void cr_release(kit::Cr &cr) override;
+    DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+
+private:
+    // ---- IA (verbs_ia.cpp)
+    DAT_RETURN select_device(std::string &device_name);
+    void cm_loop();
+    void handle_cm_event(rdma_cm_event &event);
+    void handle_async_events();
+    void check_flags(); // EPs flagged by the completion path: broken, or drained
+    void check_deadlines();
+    // An rdma_cm_id goes away: at once on a consumer thread (which must not
+    // hold cm_mu_), after the current event is acknowledged on the CM thread
+    // (rdma_destroy_id waits for the acknowledgement of the id's events).
+    void release_id(rdma_cm_id *id);
+    bool on_cm_thread() const { return std::this_thread::get_id() == cm_thread_.get_id(); }
+
+    // ---- connection events, cm_mu_ held (verbs_ep.cpp)
+    void on_connect_request(rdma_cm_event &event, VerbsPsp &psp);
+    void on_addr_resolved(VerbsEp &vep);
+    void on_route_resolved(VerbsEp &vep);
+    void on_connect_response(VerbsEp &vep, rdma_cm_event &event);
+    void on_connection_error(VerbsEp &vep, rdma_cm_event &event);
+    void on_peer_disconnect(VerbsEp &vep);
+    void break_connection(VerbsEp &vep, const char *why);
+    // The EP leaves its connection: QP to ERROR (what was posted flushes),
+    // the id detached (returned, for release_id once cm_mu_ is released).
+    rdma_cm_id *end_connection(VerbsEp &vep);
+
+    // ---- QPs and protection domains (verbs_ep.cpp, verbs_cq.cpp)
+    DAT_RETURN build_qp(VerbsEp &vep); // cm_mu_ held
+    void destroy_qp(VerbsEp &vep);     // cm_mu_ held
+    bool qp_matches(const VerbsEp &vep) const;
+    int move_qp(VerbsEp &vep, rdma_cm_id *id, ibv_qp_state state, int rd_atomic);
+    void qp_error(VerbsEp &vep);
+    ibv_pd *pd_acquire(kit::Pz *pz);
+    void pd_release(kit::Pz *pz);
+    VerbsCq *cq_of(kit::Evd *evd) { return evd && evd->cq ? static_cast<VerbsCq *>(evd->cq) : null_cq_; }
+    bool cq_commit(VerbsCq &cq, int depth); // more room for `depth` work requests
+    int translate(const ibv_wc &wc, kit::Completion &out);
+
+    std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id
+    VerbsEp *ep_by_key(std::uint64_t key);
+
+    kit::Ia &ia_;
+    Params params_;
+    sockaddr_storage addr_{};
+    ibv_context *ctx_ = nullptr;
+    std::uint8_t port_ = 1;
+    ibv_device_attr dev_attr_{};
+    ibv_port_attr port_attr_{};
+    rdma_event_channel *channel_ = nullptr;
+    VerbsCq *null_cq_ = nullptr; // for an EP without an EVD in one direction
+    std::uint32_t max_inline_ = 0;
+    int wake_fd_ = -1; // eventfd: wakes the CM thread (deadline, broken EP, stop)
+    std::atomic<bool> stopping_{false};
+
+    std::thread cm_thread_;
+    // Kit callbacks run on the CM thread with cm_mu_ held (an EP cannot be
+    // freed under them); a callback may come back into the transport
+    // (on_connection_request rejects when out of memory): recursive.
+    std::recursive_mutex cm_mu_;
+    // rdma_cm_id contexts are keys, not pointers: an event of an id whose
+    // EP moved on (reset, new connection) finds nothing.
+    std::uint64_t next_key_ = 1;
+    std::map<std::uint64_t, VerbsEp *> eps_;
+    std::map<std::uint64_t, VerbsPsp *> psps_;
+    std::map<std::uint64_t, Request *> requests_;
+    std::vector<rdma_cm_id *> doomed_ids_; // CM thread: destroyed after the ack
+    std::atomic<bool> any_flagged_{false}; // some VerbsEp::broken or ::drained is set
+
+    struct PdUse {
+        ibv_pd *pd;
+        int users;
+    };
+    std::mutex pd_mu_;
+    std::map<kit::Pz *, PdUse> pds_; // one protection domain per DAT PZ
+};
+
+struct VerbsEp {
+    kit::Ep *owner = nullptr;
+    std::uint64_t key = 0; // context of `id`
+    rdma_cm_id *id = nullptr;
+    ibv_qp *qp = nullptr;
+    // What the QP was built for: dat_ep_modify may change them while the EP
+    // is unconnected and idle, and the QP is rebuilt then.
+    kit::Evd *qp_request_evd = nullptr, *qp_recv_evd = nullptr;
+    kit::Pz *qp_pz = nullptr;
+    VerbsCq *send_cq = nullptr, *recv_cq = nullptr;
+    int send_depth = 0, recv_depth = 0;
+    std::uint32_t max_inline = 0;
+    std::uint8_t responder_resources = 0, initiator_depth = 0;
+    // The framed private data rdma_connect sends once the route is resolved.
+    unsigned char connect_data[kIbReqPrivateData + 200];
+    std::size_t connect_len = 0;
+    int resolve_ms = 2000;
+    kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
+    // Graceful disconnect: a zero-length RDMA write (the marker) follows the
+    // consumer's requests; its completion says they all completed, and only
+    // then does the DREQ go out (the peer flushes what it has not received).
+    bool drain_pending = false;
+    bool disconnect_sent = false;
+    std::atomic<bool> broken{false};  // a DTO failed: the CM thread ends the connection
+    std::atomic<bool> drained{false}; // the marker completed
+};
+
+struct VerbsPsp {
+    kit::Psp *owner = nullptr;
+    std::uint64_t key = 0;
+    rdma_cm_id *id = nullptr;
+};
+
+struct Request {
+    std::uint64_t key = 0;
+    rdma_cm_id *id = nullptr;
+    std::uint8_t initiator_depth = 0, responder_resources = 0; // what the requester offered
+    bool gone = false; // the requester gave up (REJECTED or error before the accept)
+};
+
+} // namespace dat2::verbs

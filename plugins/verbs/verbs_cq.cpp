@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Completion queues behind DTO EVDs, protection domains and memory
+// registration.
+//
+// Blocking: every CQ has its own completion channel, whose fd the kit
+// polls in dat_evd_wait and dat_cno_wait (cq_fd). cq_arm() takes the
+// pending notification, re-arms the CQ and then polls it once more, since
+// a completion that arrived between the kit's last empty read and the
+// re-arm raises no notification; what that poll finds is kept in a small
+// stash that cq_read() hands out first.
+#include "verbs.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+
+namespace dat2::verbs {
+
+namespace {
+VerbsCq &cq_ref(kit::Evd &evd) { return *static_cast<VerbsCq *>(evd.cq); }
+constexpr int kPollBatch = 32;
+} // namespace
+
+DAT_RETURN VerbsTransport::cq_open(kit::Evd &evd) {
+    auto *c = new VerbsCq;
+    c->evd = &evd;
+    c->channel = ibv_create_comp_channel(ctx_);
+    int flags = c->channel ? ::fcntl(c->channel->fd, F_GETFL) : -1;
+    if (flags < 0 || ::fcntl(c->channel->fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+        DAT2_ERR("%s: completion channel: %s\n", ia_.name.c_str(), std::strerror(errno));
+        if (c->channel)
+            ibv_destroy_comp_channel(c->channel);
+        delete c;
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    }
+    // Grows with the EPs that use it (cq_commit): a CQ that overruns breaks
+    // every QP on it, so it is never smaller than what they can have posted.
+    const int size = std::min(dev_attr_.max_cqe, std::max(256, static_cast<int>(evd.qlen)));
+    c->cq = ibv_create_cq(ctx_, size, c, c->channel, 0);
+    if (!c->cq) {
+        DAT2_ERR("%s: ibv_create_cq(%d): %s\n", ia_.name.c_str(), size, std::strerror(errno));
+        ibv_destroy_comp_channel(c->channel);
+        delete c;
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    }
+    evd.cq = c;
+    return DAT_SUCCESS;
+}
+
+void VerbsTransport::cq_close(kit::Evd &evd) {
+    VerbsCq *c = static_cast<VerbsCq *>(evd.cq);
+    if (!c)
+        return;
+    {
+        // An EP that dat_ep_modify moved to other EVDs still has its QP on
+        // this CQ (the kit does not tell the transport); it is idle and
+        // unconnected, so its QP goes, to be rebuilt when next used.
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+        for (auto &[key, vep] : eps_)
+            if (vep->qp && (vep->send_cq == c || vep->recv_cq == c))
+                destroy_qp(*vep);
+    }
+    {
+        std::lock_guard<std::mutex> lock(c->mu);
+        ibv_cq *ev_cq;
+        void *ev_ctx;
+        unsigned events = 0;
+        while (ibv_get_cq_event(c->channel, &ev_cq, &ev_ctx) == 0)
+            ++events;
+        if (events)
+            ibv_ack_cq_events(c->cq, events);
+    }
+    if (int rc = ibv_destroy_cq(c->cq))
+        DAT2_ERR("%s: ibv_destroy_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
+    ibv_destroy_comp_channel(c->channel);
+    delete c;
+    evd.cq = nullptr;
+}
+
+bool VerbsTransport::cq_commit(VerbsCq &c, int depth) {
+    if (&c == null_cq_)
+        return true;
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.committed += depth;
+    if (depth <= 0 || c.committed <= c.cq->cqe)
+        return true;
+    // Room for what is committed, and for the completions of QPs that are
+    // gone but not yet read (a reset EP's flushes): twice as much.
+    const int want = std::min(dev_attr_.max_cqe, std::max(c.committed * 2, c.cq->cqe * 2));
+    if (want >= c.committed) {
+        if (int rc = ibv_resize_cq(c.cq, want); rc == 0)
+            return true;
+        else
+            DAT2_ERR("%s: ibv_resize_cq(%d): %s\n", ia_.name.c_str(), want, std::strerror(rc));
+    } else {
+        DAT2_ERR("%s: EVD %p would need a queue of %d completions, the device allows %d\n", ia_.name.c_str(),
+                 (void *)c.evd, c.committed, dev_attr_.max_cqe);
+    }
+    c.committed -= depth;
+    return false;
+}
+
+// One work completion as the kit wants it; 0 for the plugin's own marker.
+int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
+    if (wc.wr_id & 1) {
+        // The graceful-disconnect marker: every request before it completed.
+        auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~std::uint64_t(1)));
+        vep->drained.store(true);
+        any_flagged_.store(true);
+        kit::signal_fd(wake_fd_);
+        return 0;
+    }
+    out.op = reinterpret_cast<kit::Op *>(static_cast<std::uintptr_t>(wc.wr_id));
+    out.status = to_dto_status(wc.status);
+    out.length = wc.byte_len;
+    // A message longer than the receive buffer: InfiniBand says local length
+    // error, Soft-RoCE says local QP operation error (its copy into the
+    // scatter list fails as malformed). The kit has checked the receive's
+    // segments, so that is what it means on a receive.
+    if (wc.status == IBV_WC_LOC_QP_OP_ERR && out.op->is_recv)
+        out.status = DAT_DTO_ERR_LOCAL_LENGTH;
+    if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
+        // The QP is in the error state now: the connection is over. The CM
+        // thread ends it (it cannot be done here, under the EVD's lock).
+        auto *vep = static_cast<VerbsEp *>(out.op->ep->tp);
+        DAT2_LOG(log::kGeneric, "%s: DTO on EP %p failed: %s (vendor error %#x)\n", ia_.name.c_str(),
+                 (void *)out.op->ep, ibv_wc_status_str(wc.status), wc.vendor_err);
+        if (vep && !vep->broken.exchange(true)) {
+            any_flagged_.store(true);
+            kit::signal_fd(wake_fd_);
+        }
+    }
+    return 1;
+}
+
+int VerbsTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
+    VerbsCq &c = cq_ref(evd);
+    std::lock_guard<std::mutex> lock(c.mu);
+    int n = 0;
+    while (n < max && c.stash_count > 0) {
+        n += translate(c.stash[c.stash_head++], out[n]);
+        --c.stash_count;
+    }
+    while (n < max) {
+        ibv_wc wc[kPollBatch];
+        const int want = std::min(kPollBatch, max - n);
+        const int got = ibv_poll_cq(c.cq, want, wc);
+        if (got < 0) {
+            DAT2_ERR("%s: ibv_poll_cq: %d\n", ia_.name.c_str(), got);
+            break;
+        }
+        for (int i = 0; i < got; ++i)
+            n += translate(wc[i], out[n]);
+        if (got < want)
+            break;
+    }
+    return n;
+}
+
+int VerbsTransport::cq_fd(kit::Evd &evd) { return cq_ref(evd).channel->fd; }
+
+bool VerbsTransport::cq_arm(kit::Evd &evd) {
+    VerbsCq &c = cq_ref(evd);
+    std::lock_guard<std::mutex> lock(c.mu);
+    // Only an armed CQ can have raised a notification (reading the channel
+    // is a system call: not when nothing can be there).
+    if (c.armed) {
+        ibv_cq *ev_cq;
+        void *ev_ctx;
+        unsigned events = 0;
+        while (ibv_get_cq_event(c.channel, &ev_cq, &ev_ctx) == 0)
+            ++events;
+        if (events) {
+            ibv_ack_cq_events(c.cq, events);
+            c.armed = false; // a notification disarms the CQ
+        }
+    }
+    if (c.stash_count > 0)
+        return false;
+    if (!c.armed) {
+        if (int rc = ibv_req_notify_cq(c.cq, 0)) {
+            DAT2_ERR("%s: ibv_req_notify_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
+            return false; // the kit then polls instead of blocking
+        }
+        c.armed = true;
+    }
+    const int got = ibv_poll_cq(c.cq, VerbsCq::kStash, c.stash);
+    if (got > 0) {
+        c.stash_head = 0;
+        c.stash_count = got;
+        return false;
+    }
+    return true;
+}
+
+// ---- protection domains ------------------------------------------------------------
+// One per DAT PZ, made when the PZ's first LMR or EP needs it and freed
+// with the last: the kit has no PZ hook for transports, and an RDMA access
+// with an LMR of another PZ must fail at the target like on any verbs device.
+
+ibv_pd *VerbsTransport::pd_acquire(kit::Pz *pz) {
+    std::lock_guard<std::mutex> lock(pd_mu_);
+    auto it = pds_.find(pz);
+    if (it != pds_.end()) {
+        ++it->second.users;
+        return it->second.pd;
+    }
+    ibv_pd *pd = ibv_alloc_pd(ctx_);
+    if (!pd) {
+        DAT2_ERR("%s: ibv_alloc_pd: %s\n", ia_.name.c_str(), std::strerror(errno));
+        return nullptr;
+    }
+    pds_[pz] = PdUse{pd, 1};
+    return pd;
+}
+
+void VerbsTransport::pd_release(kit::Pz *pz) {
+    std::lock_guard<std::mutex> lock(pd_mu_);
+    auto it = pds_.find(pz);
+    if (it == pds_.end() || --it->second.users > 0)
+        return;
+    if (int rc = ibv_dealloc_pd(it->second.pd))
+        DAT2_ERR("%s: ibv_dealloc_pd: %s\n", ia_.name.c_str(), std::strerror(rc));
+    pds_.erase(it);
+}
+
+// ---- memory ----------------------------------------------------------------------------
+
+DAT_RETURN VerbsTransport::mr_register(kit::Lmr &lmr) {
+    ibv_pd *pd = pd_acquire(lmr.pz);
+    if (!pd)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    // Local read needs no flag. Remote write needs local write in verbs;
+    // memory that only allows reads registers without either.
+    int access = 0;
+    if (lmr.privileges & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
+        access |= IBV_ACCESS_LOCAL_WRITE;
+    if (lmr.privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
+        access |= IBV_ACCESS_REMOTE_READ;
+    if (lmr.privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    ibv_mr *mr = ibv_reg_mr(pd, reinterpret_cast<void *>(lmr.address), lmr.length, access);
+    if (!mr) {
+        const int err = errno;
+        DAT2_ERR("%s: registering %#lx+%lu: %s\n", ia_.name.c_str(), static_cast<unsigned long>(lmr.address),
+                 static_cast<unsigned long>(lmr.length), std::strerror(err));
+        pd_release(lmr.pz);
+        if (err == EFAULT)
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3); // not mapped, or not writable
+        return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
+    }
+    lmr.mr = mr;
+    lmr.desc = reinterpret_cast<void *>(static_cast<std::uintptr_t>(mr->lkey));
+    lmr.rmr_context = mr->rkey;
+    return DAT_SUCCESS;
+}
+
+void VerbsTransport::mr_deregister(kit::Lmr &lmr) {
+    if (!lmr.mr)
+        return;
+    if (int rc = ibv_dereg_mr(static_cast<ibv_mr *>(lmr.mr)))
+        DAT2_ERR("%s: ibv_dereg_mr: %s\n", ia_.name.c_str(), std::strerror(rc));
+    lmr.mr = nullptr;
+    lmr.desc = nullptr;
+    pd_release(lmr.pz);
+}
+
+} // namespace dat2::verbs

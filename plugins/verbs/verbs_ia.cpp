@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// IA: ia_params, the device and address an IA serves on, attributes, and
+// the CM thread (rdma_cm events, device async events, broken connections,
+// connect timeouts).
+#include "verbs.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sstream>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace dat2::verbs {
+
+namespace {
+
+bool set_nonblocking(int fd) {
+    int flags = ::fcntl(fd, F_GETFL);
+    return flags >= 0 && ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+std::string addr_text(const sockaddr *sa) {
+    char text[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in *>(sa)->sin_addr, text, sizeof text);
+    else if (sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_addr, text, sizeof text);
+    return text;
+}
+
+// Candidate IA addresses in the order they are tried: IPv4 before IPv6,
+// loopback last (rxe may sit on lo, but an address of a real netdev is
+// what peers can reach).
+std::vector<sockaddr_storage> local_addresses(const std::string &netdev) {
+    std::vector<sockaddr_storage> v4, v6, loop;
+    ifaddrs *list = nullptr;
+    if (::getifaddrs(&list) != 0)
+        return {};
+    for (ifaddrs *i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || !(i->ifa_flags & IFF_UP))
+            continue;
+        if (!netdev.empty() && netdev != i->ifa_name)
+            continue;
+        sockaddr_storage s{};
+        if (i->ifa_addr->sa_family == AF_INET) {
+            std::memcpy(&s, i->ifa_addr, sizeof(sockaddr_in));
+        } else if (i->ifa_addr->sa_family == AF_INET6) {
+            auto *a6 = reinterpret_cast<const sockaddr_in6 *>(i->ifa_addr);
+            if (IN6_IS_ADDR_LINKLOCAL(&a6->sin6_addr))
+                continue; // needs a scope the peer cannot give
+            std::memcpy(&s, i->ifa_addr, sizeof(sockaddr_in6));
+        } else {
+            continue;
+        }
+        if (i->ifa_flags & IFF_LOOPBACK)
+            loop.push_back(s);
+        else
+            (s.ss_family == AF_INET ? v4 : v6).push_back(s);
+    }
+    ::freeifaddrs(list);
+    v4.insert(v4.end(), v6.begin(), v6.end());
+    v4.insert(v4.end(), loop.begin(), loop.end());
+    return v4;
+}
+
+} // namespace
+
+DAT_RETURN to_dat(int err, DAT_RETURN fallback) {
+    switch (err < 0 ? -err : err) {
+    case 0: return DAT_SUCCESS;
+    case ENOMEM: case ENOSPC: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    case EAGAIN: case ENOBUFS: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    case EADDRINUSE: return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
+    case EINVAL: return DAT_ERROR(DAT_INVALID_PARAMETER, 0);
+    case EACCES: case EPERM: return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
+    case EOPNOTSUPP: case ENOSYS: return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+    case ENODEV: case ENETUNREACH: case EHOSTUNREACH: case EADDRNOTAVAIL:
+        return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    default: return fallback;
+    }
+}
+
+DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
+    switch (status) {
+    case IBV_WC_SUCCESS: return DAT_DTO_SUCCESS;
+    case IBV_WC_WR_FLUSH_ERR: return DAT_DTO_ERR_FLUSHED;
+    case IBV_WC_LOC_LEN_ERR: return DAT_DTO_ERR_LOCAL_LENGTH;
+    case IBV_WC_LOC_QP_OP_ERR: case IBV_WC_LOC_EEC_OP_ERR: return DAT_DTO_ERR_LOCAL_EP;
+    case IBV_WC_LOC_PROT_ERR: case IBV_WC_LOC_ACCESS_ERR: return DAT_DTO_ERR_LOCAL_PROTECTION;
+    case IBV_WC_MW_BIND_ERR: return DAT_RMR_OPERATION_FAILED;
+    case IBV_WC_BAD_RESP_ERR: return DAT_DTO_ERR_BAD_RESPONSE;
+    case IBV_WC_REM_ACCESS_ERR: return DAT_DTO_ERR_REMOTE_ACCESS;
+    case IBV_WC_REM_INV_REQ_ERR: case IBV_WC_REM_OP_ERR: case IBV_WC_REM_INV_RD_REQ_ERR:
+    case IBV_WC_REM_ABORT_ERR: case IBV_WC_LOC_RDD_VIOL_ERR:
+        return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return DAT_DTO_ERR_RECEIVER_NOT_READY;
+    default: return DAT_DTO_ERR_TRANSPORT; // retries exceeded, fatal, timeouts
+    }
+}
+
+bool parse_params(const std::string &text, Params &out, std::string &error) {
+    std::istringstream in(text);
+    for (std::string word; in >> word;) {
+        auto eq = word.find('=');
+        if (eq == std::string::npos || eq == 0) {
+            error = "'" + word + "' is not key=value";
+            return false;
+        }
+        std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+        if (key == "device") {
+            out.device = value == "any" ? "" : value;
+        } else if (key == "port") {
+            char *end = nullptr;
+            long p = std::strtol(value.c_str(), &end, 10);
+            if (value.empty() || *end || p < 1 || p > 255) {
+                error = "port=" + value + " is not a port number (1..255)";
+                return false;
+            }
+            out.port = static_cast<int>(p);
+        } else if (key == "netdev") {
+            out.netdev = value;
+        } else if (key == "address") {
+            out.address = value;
+        } else {
+            error = "unknown key '" + key + "' (known: device, port, netdev, address)";
+            return false;
+        }
+    }
+    if (!out.address.empty() && !out.netdev.empty()) {
+        error = "address= and netdev= both name the IA address; give one";
+        return false;
+    }
+    return true;
+}
+
+VerbsTransport::VerbsTransport(kit::Ia &ia, const Params &params) : ia_(ia), params_(params) {}
+
+// Finds the IA address: the one given, or the first address (of the named
+// netdev, or of any) that rdma_cm binds to a device matching device= and
+// port=. Binding an address is how rdma_cm itself maps IP to device, so
+// this works alike for RoCE, iWARP and IPoIB.
+DAT_RETURN VerbsTransport::select_device(std::string &device_name) {
+    const char *name = ia_.name.c_str();
+    std::vector<sockaddr_storage> candidates;
+    if (!params_.address.empty()) {
+        addrinfo hints{}, *res = nullptr;
+        hints.ai_flags = AI_PASSIVE;
+        hints.ai_socktype = SOCK_STREAM;
+        int rc = ::getaddrinfo(params_.address.c_str(), nullptr, &hints, &res);
+        if (rc != 0) {
+            DAT2_ERR("%s: address=%s: %s\n", name, params_.address.c_str(), gai_strerror(rc));
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+        }
+        for (addrinfo *i = res; i; i = i->ai_next) {
+            if (i->ai_family != AF_INET && i->ai_family != AF_INET6)
+                continue;
+            sockaddr_storage s{};
+            std::memcpy(&s, i->ai_addr, std::min<std::size_t>(i->ai_addrlen, sizeof s));
+            candidates.push_back(s);
+        }
+        ::freeaddrinfo(res);
+    } else {
+        candidates = local_addresses(params_.netdev);
+        if (candidates.empty() && !params_.netdev.empty()) {
+            DAT2_ERR("%s: netdev %s has no usable IP address (or does not exist, or is down)\n", name,
+                     params_.netdev.c_str());
+            return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+        }
+    }
+    std::string tried;
+    for (sockaddr_storage &cand : candidates) {
+        rdma_cm_id *probe = nullptr;
+        if (rdma_create_id(channel_, &probe, nullptr, RDMA_PS_TCP)) {
+            DAT2_ERR("%s: rdma_create_id: %s\n", name, std::strerror(errno));
+            return to_dat(errno, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+        }
+        bool found = false;
+        if (rdma_bind_addr(probe, reinterpret_cast<sockaddr *>(&cand)) == 0 && probe->verbs) {
+            const char *dev = ibv_get_device_name(probe->verbs->device);
+            found = (params_.device.empty() || params_.device == dev) &&
+                    (params_.port == 0 || params_.port == probe->port_num);
+            if (found) {
+                device_name = dev;
+                port_ = probe->port_num;
+                addr_ = cand;
+                reinterpret_cast<sockaddr_in *>(&addr_)->sin_port = 0; // same offset for IPv6
+            } else {
+                tried += " " + addr_text(reinterpret_cast<sockaddr *>(&cand)) + " (" + dev + " port " +
+                         std::to_string(probe->port_num) + ")";
+            }
+        }
+        rdma_destroy_id(probe);
+        if (found)
+            return DAT_SUCCESS;
+    }
+    std::string want = params_.device.empty() ? std::string("any RDMA device") : "device " + params_.device;
+    if (params_.port)
+        want += " port " + std::to_string(params_.port);
+    DAT2_ERR("%s: no IP address%s%s%s belongs to %s%s%s\n", name, params_.netdev.empty() ? "" : " of ",
+             params_.netdev.c_str(), params_.address.empty() ? "" : (" " + params_.address).c_str(), want.c_str(),
+             tried.empty() ? "" : "; addresses on other devices:", tried.c_str());
+    return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+}
+
+DAT_RETURN VerbsTransport::open() {
+    const char *name = ia_.name.c_str();
+    channel_ = rdma_create_event_channel();
+    if (!channel_) {
+        DAT2_ERR("%s: no RDMA connection manager (rdma_create_event_channel: %s; is rdma_ucm loaded, "
+                 "/dev/infiniband/rdma_cm present?)\n",
+                 name, std::strerror(errno));
+        return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    }
+    std::string device;
+    if (DAT_RETURN r = select_device(device))
+        return r;
+    // A device context of our own: its async events (QP errors) are this
+    // IA's alone, whatever else the process opens.
+    int ndev = 0;
+    ibv_device **list = ibv_get_device_list(&ndev);
+    for (int i = 0; list && i < ndev && !ctx_; ++i)
+        if (device == ibv_get_device_name(list[i]))
+            ctx_ = ibv_open_device(list[i]);
+    if (list)
+        ibv_free_device_list(list);
+    if (!ctx_) {
+        DAT2_ERR("%s: cannot open RDMA device %s: %s\n", name, device.c_str(), std::strerror(errno));
+        return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    }
+    if (ibv_query_device(ctx_, &dev_attr_) || ibv_query_port(ctx_, port_, &port_attr_)) {
+        DAT2_ERR("%s: querying %s port %u: %s\n", name, device.c_str(), port_, std::strerror(errno));
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    }
+    if (ctx_->device->transport_type != IBV_TRANSPORT_IB) {
+        // iWARP connects QPs inside the kernel's iw_cm; not done yet.
+        DAT2_ERR("%s: %s is not an InfiniBand/RoCE device (transport %d); iWARP is not supported yet\n", name,
+                 device.c_str(), ctx_->device->transport_type);
+        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+    }
+    if (!set_nonblocking(channel_->fd) || !set_nonblocking(ctx_->async_fd)) {
+        DAT2_ERR("%s: fcntl: %s\n", name, std::strerror(errno));
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    }
+    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd_ < 0)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    null_cq_ = new VerbsCq;
+    null_cq_->cq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
+    if (!null_cq_->cq) {
+        DAT2_ERR("%s: ibv_create_cq: %s\n", name, std::strerror(errno));
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    }
+    // Inline sends skip a DMA read of small payloads; ask for what the
+    // device can do with a probe QP, since devices report no limit for it.
+    {
+        ibv_pd *pd = ibv_alloc_pd(ctx_);
+        for (std::uint32_t want : {256u, 128u, 64u}) {
+            ibv_qp_init_attr a{};
+            a.send_cq = a.recv_cq = null_cq_->cq;
+            a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+            a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+            a.cap.max_inline_data = want;
+            a.qp_type = IBV_QPT_RC;
+            ibv_qp *qp = pd ? ibv_create_qp(pd, &a) : nullptr;
+            if (qp) {
+                max_inline_ = a.cap.max_inline_data;
+                ibv_destroy_qp(qp);
+                break;
+            }
+        }
+        if (pd)
+            ibv_dealloc_pd(pd);
+    }
+    ia_.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
+    ia_.max_private_data = static_cast<DAT_COUNT>(
+        std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
+    cm_thread_ = std::thread([this] { cm_loop(); });
+    DAT2_LOG(log::kGeneric, "%s: verbs device %s port %u (%s), address %s, max inline %u\n", name, device.c_str(),
+             port_, port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+             addr_text(address()).c_str(), max_inline_);
+    return DAT_SUCCESS;
+}
+
+VerbsTransport::~VerbsTransport() {
+    if (cm_thread_.joinable()) {
+        stopping_ = true;
+        kit::signal_fd(wake_fd_);
+        cm_thread_.join();
+    }
+    for (rdma_cm_id *id : doomed_ids_)
+        rdma_destroy_id(id);
+    // The kit has freed every EP, PSP and CR before the IA: what is left
+    // here is only what a failed open made.
+    if (null_cq_) {
+        if (null_cq_->cq)
+            ibv_destroy_cq(null_cq_->cq);
+        delete null_cq_;
+    }
+    for (auto &[pz, use] : pds_)
+        ibv_dealloc_pd(use.pd);
+    if (ctx_)
+        ibv_close_device(ctx_);
+    if (channel_)
+        rdma_destroy_event_channel(channel_);
+    if (wake_fd_ >= 0)
+        ::close(wake_fd_);
+}
+
+void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
+    std::snprintf(a.vendor_name, sizeof a.vendor_name, "rdma-core %s port %u", ibv_get_device_name(ctx_->device),
+                  port_);
+    a.hardware_version_major = dev_attr_.hw_ver;
+    a.hardware_version_minor = dev_attr_.vendor_part_id;
+    a.max_eps = std::max(1, dev_attr_.max_qp - 1);
+    // One send slot of every QP is the plugin's (graceful disconnect marker).
+    a.max_dto_per_ep = std::min(kit::kMaxDtos, std::max(1, dev_attr_.max_qp_wr - 1));
+    a.max_rdma_read_per_ep_in = dev_attr_.max_qp_rd_atom;
+    a.max_rdma_read_per_ep_out = dev_attr_.max_qp_init_rd_atom;
+    a.max_evds = std::min(a.max_evds, dev_attr_.max_cq);
+    a.max_iov_segments_per_dto = ia_.max_iov;
+    a.max_iov_segments_per_rdma_read = ia_.max_iov;
+    a.max_iov_segments_per_rdma_write = ia_.max_iov;
+    a.max_lmrs = std::min(a.max_lmrs, dev_attr_.max_mr);
+    a.max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(dev_attr_.max_mr_size, ~DAT_SEG_LENGTH(0)));
+    a.max_lmr_virtual_address = ~DAT_VADDR(0);
+    a.max_pzs = std::min(a.max_pzs, dev_attr_.max_pd);
+    a.max_message_size = port_attr_.max_msg_sz;
+    a.max_rdma_size = port_attr_.max_msg_sz;
+    a.max_rmr_target_address = ~DAT_VADDR(0);
+    a.max_rdma_read_in = dev_attr_.max_qp_rd_atom;
+    a.max_rdma_read_out = dev_attr_.max_qp_init_rd_atom;
+    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+    a.zb_supported = DAT_FALSE;
+    p.max_private_data_size = ia_.max_private_data;
+}
+
+// ---- the CM thread -------------------------------------------------------------
+
+void VerbsTransport::release_id(rdma_cm_id *id) {
+    if (!id)
+        return;
+    if (on_cm_thread())
+        doomed_ids_.push_back(id);
+    else
+        rdma_destroy_id(id);
+}
+
+void VerbsTransport::cm_loop() {
+    for (;;) {
+        int timeout_ms = -1;
+        {
+            std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+            for (auto &[key, vep] : eps_)
+                timeout_ms = kit::min_poll_ms(timeout_ms, vep->deadline.poll_ms());
+        }
+        pollfd fds[3] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {ctx_->async_fd, POLLIN, 0}};
+        ::poll(fds, 3, timeout_ms);
+        kit::drain_fd(wake_fd_);
+        if (stopping_)
+            return;
+        for (;;) {
+            rdma_cm_event *event = nullptr;
+            if (rdma_get_cm_event(channel_, &event)) {
+                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                    DAT2_ERR("%s: rdma_get_cm_event: %s\n", ia_.name.c_str(), std::strerror(errno));
+                break;
+            }
+            {
+                std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+                handle_cm_event(*event);
+            }
+            // Acknowledged without cm_mu_: a consumer thread may be in
+            // rdma_destroy_id() for this id, waiting for exactly this.
+            rdma_ack_cm_event(event);
+            for (rdma_cm_id *id : doomed_ids_)
+                rdma_destroy_id(id);
+            doomed_ids_.clear();
+        }
+        handle_async_events();
+        check_flags();
+        check_deadlines();
+        for (rdma_cm_id *id : doomed_ids_)
+            rdma_destroy_id(id);
+        doomed_ids_.clear();
+    }
+}
+
+VerbsEp *VerbsTransport::ep_by_key(std::uint64_t key) {
+    auto it = eps_.find(key);
+    return it == eps_.end() ? nullptr : it->second;
+}
+
+std::uint64_t VerbsTransport::add_ep_key(VerbsEp &vep) {
+    eps_.erase(vep.key);
+    vep.key = next_key_++;
+    eps_[vep.key] = &vep;
+    return vep.key;
+}
+
+void VerbsTransport::handle_cm_event(rdma_cm_event &event) {
+    const auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(event.id->context));
+    DAT2_LOG(log::kGeneric, "%s: %s (status %d) for id %llu\n", ia_.name.c_str(), rdma_event_str(event.event),
+             event.status, static_cast<unsigned long long>(key));
+    if (event.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        const auto lkey = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(event.listen_id->context));
+        auto it = psps_.find(lkey);
+        if (it == psps_.end()) {
+            rdma_reject(event.id, nullptr, 0); // the PSP is going away
+            release_id(event.id);
+            return;
+        }
+        on_connect_request(event, *it->second);
+        return;
+    }
+    if (auto it = requests_.find(key); it != requests_.end()) {
+        // The requester gave up (its REJ, or a CM error) before our accept.
+        if (event.event == RDMA_CM_EVENT_REJECTED || event.event == RDMA_CM_EVENT_CONNECT_ERROR ||
+            event.event == RDMA_CM_EVENT_UNREACHABLE || event.event == RDMA_CM_EVENT_DISCONNECTED ||
+            event.event == RDMA_CM_EVENT_DEVICE_REMOVAL)
+            it->second->gone = true;
+        return;
+    }
+    VerbsEp *vep = ep_by_key(key);
+    if (!vep)
+        return; // an id the EP has left behind (reset, aborted connect)
+    switch (event.event) {
+    case RDMA_CM_EVENT_ADDR_RESOLVED: on_addr_resolved(*vep); return;
+    case RDMA_CM_EVENT_ROUTE_RESOLVED: on_route_resolved(*vep); return;
+    case RDMA_CM_EVENT_CONNECT_RESPONSE: on_connect_response(*vep, event); return;
+    case RDMA_CM_EVENT_ESTABLISHED: {
+        // The passive side (the active one completes on CONNECT_RESPONSE).
+        vep->deadline = kit::Deadline::never();
+        kit::on_established(*vep->owner, nullptr, 0);
+        return;
+    }
+    case RDMA_CM_EVENT_ADDR_ERROR:
+    case RDMA_CM_EVENT_ROUTE_ERROR:
+    case RDMA_CM_EVENT_UNREACHABLE:
+    case RDMA_CM_EVENT_REJECTED:
+    case RDMA_CM_EVENT_CONNECT_ERROR: on_connection_error(*vep, event); return;
+    case RDMA_CM_EVENT_DISCONNECTED: on_peer_disconnect(*vep); return;
+    case RDMA_CM_EVENT_DEVICE_REMOVAL:
+        post_async(ia_, DAT_ASYNC_ERROR_IA_CATASTROPHIC, &ia_, 0);
+        break_connection(*vep, "device removed");
+        return;
+    default: return; // TIMEWAIT_EXIT, ADDR_CHANGE
+    }
+}
+
+void VerbsTransport::handle_async_events() {
+    for (;;) {
+        ibv_async_event ev;
+        if (ibv_get_async_event(ctx_, &ev))
+            return;
+        // Copy what identifies the object, then acknowledge at once: a
+        // consumer thread destroying that QP or CQ waits for the ack.
+        const ibv_event_type type = ev.event_type;
+        std::uint32_t qp_num = 0;
+        VerbsCq *cq = nullptr;
+        switch (type) {
+        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+            qp_num = ev.element.qp->qp_num;
+            break;
+        case IBV_EVENT_CQ_ERR: cq = static_cast<VerbsCq *>(ev.element.cq->cq_context); break;
+        default: break;
+        }
+        ibv_ack_async_event(&ev);
+        DAT2_LOG(log::kGeneric, "%s: device event %s (QP %u)\n", ia_.name.c_str(), ibv_event_type_str(type), qp_num);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+        VerbsEp *vep = nullptr;
+        if (qp_num)
+            for (auto &[key, v] : eps_)
+                if (v->qp && v->qp->qp_num == qp_num)
+                    vep = v;
+        switch (type) {
+        case IBV_EVENT_COMM_EST:
+            // Data arrived before the RTU: tell rdma_cm the connection is up.
+            if (vep && vep->id)
+                rdma_notify(vep->id, IBV_EVENT_COMM_EST);
+            break;
+        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+            if (vep)
+                break_connection(*vep, ibv_event_type_str(type));
+            break;
+        case IBV_EVENT_CQ_ERR:
+            DAT2_ERR("%s: completion queue overrun (EVD %p)\n", ia_.name.c_str(), cq ? (void *)cq->evd : nullptr);
+            if (cq && cq->evd)
+                post_async(ia_, DAT_ASYNC_ERROR_EVD_OVERFLOW, cq->evd, DAT_EVD_OVERFLOW_ERROR);
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            DAT2_ERR("%s: device fatal error\n", ia_.name.c_str());
+            post_async(ia_, DAT_ASYNC_ERROR_IA_CATASTROPHIC, &ia_, 0);
+            break;
+        default: break;
+        }
+    }
+}
+
+void VerbsTransport::check_flags() {
+    if (!any_flagged_.exchange(false))
+        return;
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+    std::vector<VerbsEp *> broken, drained;
+    for (auto &[key, vep] : eps_) {
+        if (vep->broken.exchange(false))
+            broken.push_back(vep);
+        if (vep->drained.exchange(false))
+            drained.push_back(vep);
+    }
+    for (VerbsEp *vep : broken)
+        break_connection(*vep, "a DTO failed");
+    for (VerbsEp *vep : drained) {
+        if (vep->drain_pending && !vep->disconnect_sent && vep->id &&
+            vep->owner->state.load() == DAT_EP_STATE_DISCONNECT_PENDING) {
+            vep->drain_pending = false;
+            vep->disconnect_sent = true;
+            rdma_disconnect(vep->id);
+            vep->deadline = kit::Deadline::after(std::chrono::seconds(2));
+        }
+    }
+}
+
+void VerbsTransport::check_deadlines() {
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+    std::vector<VerbsEp *> expired;
+    for (auto &[key, vep] : eps_)
+        if (vep->deadline.expired())
+            expired.push_back(vep);
+    for (VerbsEp *vep : expired) {
+        vep->deadline = kit::Deadline::never();
+        kit::Ep &ep = *vep->owner;
+        switch (ep.state.load()) {
+        case DAT_EP_STATE_ACTIVE_CONNECTION_PENDING: {
+            DAT2_LOG(log::kGeneric, "%s: connect on EP %p timed out\n", ia_.name.c_str(), (void *)&ep);
+            rdma_cm_id *id = end_connection(*vep);
+            kit::on_connect_failed(ep, DAT_CONNECTION_EVENT_TIMED_OUT, nullptr, 0);
+            release_id(id);
+            break;
+        }
+        case DAT_EP_STATE_DISCONNECT_PENDING:
+            if (vep->id && !vep->disconnect_sent) {
+                // The send queue did not drain in time: disconnect anyway.
+                vep->disconnect_sent = true;
+                rdma_disconnect(vep->id);
+                vep->deadline = kit::Deadline::after(std::chrono::seconds(2));
+            } else {
+                // No DISCONNECTED from the peer's side: complete it here.
+                rdma_cm_id *id = end_connection(*vep);
+                kit::on_disconnected(ep, false);
+                release_id(id);
+            }
+            break;
+        default: break;
+        }
+    }
+}
+
+} // namespace dat2::verbs

@@ -1,0 +1,141 @@
+#!/bin/bash
+# Everything the verbs plugin is tested with on a real RDMA device: the
+# conformance suites with DAT2_CONFORMANCE_IAS naming a verbs IA, and the
+# peer programs (tests/vm/verbs-peers.sh) with both registries. Meant for the
+# Soft-RoCE VM:
+#
+#   tests/vm/rxe-vm.sh --rw <build dir> -- tests/vm/verbs-suite.sh <build dir> [part...]
+#
+# Parts: conformance, peers, peers-ofed (our plugin under OFED's libdat2),
+# baseline (OFED's own cma provider, for the performance numbers); default
+# conformance peers peers-ofed. Prints one line per test, the RESULT lines of
+# the performance cases, and a summary; exits 0 only when every test passed.
+#
+# A conformance test whose premise does not hold on verbs is listed below
+# with the reason; it must fail (an unexpected pass is reported), and it does
+# not fail the suite. Everything else must pass.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|baseline]...}
+shift
+build=$(cd "$build" && pwd) || exit 2
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(conformance peers peers-ofed)
+ia=${VERBS_SUITE_IA:-verbs}
+
+declare -A known_failure=(
+    [Ia/IaTest.QueryAttributesAreSane]=pdata
+    [Ia/CmTest.ConnectionRequestCarriesClientPrivateDataIntact]=pdata
+    [Ia/CmTest.PrivateDataOfMaxSizeDeliveredIntactBothWays]=pdata
+    [Ia/CmTest.ConnectPrivateDataLargerThanMaxIsInvalidParameter]=pdata
+    [Ia/CmTest.AcceptPrivateDataLargerThanMaxIsInvalidParameterAndLeavesRequestPending]=pdata
+    [Ia/CmTest.ConnectToSilentPeerTimesOutWithinTimeout]=silent
+    [Ia/CmTest.EpQueryReportsPeerAddressesAndPortQualifiers]=loopback
+    [Ia/DtoStoppedPeerTest.PostingMoreRequestsThanMaxRequestDtosIsInsufficientResources]=stopped
+)
+declare -A reason=(
+    [pdata]="an InfiniBand/RoCE CM request carries 56 bytes of private data with IP addressing (rdma_cm's own header takes 36 of 92); max_private_data_size is 54, below the 64 dat_ia_query(3DAT) asks for"
+    [silent]="the test's silent peer is a TCP socket; rdma_cm's port space is not TCP's, so the CM refuses at once (NON_PEER_REJECTED)"
+    [loopback]="the test expects the peers on 127.0.0.1; a verbs IA's address is its RDMA netdev's"
+    [stopped]="a SIGSTOPped peer's RDMA device still answers RDMA Reads, so the test's requests do not stay outstanding"
+)
+
+passed=0 failed=0 skipped=0 xfailed=0
+failures=()
+note() { echo "$*"; }
+
+# What a test printed between its RUN line and its verdict.
+test_output() {
+    awk -v t="$1/" 'index($0, "[ RUN      ] " t) == 1 { on = 1; next } on && /^\[ +(OK|FAILED|SKIPPED) +\]/ { exit } on' "$2"
+}
+
+run_conformance() {
+    local bin name line status test out
+    out=$(mktemp -d "${TMPDIR:-/tmp}/verbs-suite.XXXXXX")
+    for bin in "$build"/bin/conformance_*_test; do
+        name=${bin##*/}
+        DAT2_CONFORMANCE_IAS=$ia timeout 600 "$bin" --gtest_color=no >"$out/$name.log" 2>&1
+        local rc=$?
+        [ $rc -eq 124 ] && { failures+=("$name: timed out"); failed=$((failed + 1)); }
+        while IFS= read -r line; do
+            # "[       OK ] Suite/Test.Name/verbs (12 ms)" and the like; the
+            # summary at the end repeats names without the time.
+            [[ $line =~ ^\[\ +(OK|FAILED|SKIPPED)\ +\]\ ([^ ,]+)(,.*)?\ \(([0-9]+)\ ms\)$ ]] || continue
+            status=${BASH_REMATCH[1]} test=${BASH_REMATCH[2]%/*}
+            if [ -n "${known_failure[$test]:-}" ]; then
+                if [ "$status" = FAILED ]; then
+                    note "XFAIL $test: ${reason[${known_failure[$test]}]}"
+                    xfailed=$((xfailed + 1))
+                else
+                    note "FAIL  $test: expected to fail on verbs, but $status (remove it from the known failures)"
+                    failures+=("$test: unexpected $status")
+                    failed=$((failed + 1))
+                fi
+                continue
+            fi
+            case $status in
+            OK) passed=$((passed + 1)); note "ok    $test" ;;
+            SKIPPED)
+                skipped=$((skipped + 1))
+                note "SKIP  $test: $(test_output "$test" "$out/$name.log" | awk 'skip { print; exit } /: Skipped$/ { skip = 1 }')"
+                ;;
+            FAILED)
+                failed=$((failed + 1)); failures+=("$test")
+                note "FAIL  $test"
+                test_output "$test" "$out/$name.log" | head -n 20 | sed 's/^/        /'
+                ;;
+            esac
+        done <"$out/$name.log"
+    done
+    rm -rf "$out"
+}
+
+run_peers() {
+    local pairing=$1 c log
+    log=$(mktemp "${TMPDIR:-/tmp}/verbs-peer.XXXXXX")
+    for c in dtest dtest-p dtest-c dtest-W dtest-D dtestcm dapltest-T-SR dapltest-T-RR dapltest-T-RW \
+        dapltest-T-V dapltest-P-RW dapltest-P-RR dapltest-Q; do
+        if bash "$here/verbs-peers.sh" "$build/lib" "$pairing" "$c" >"$log" 2>&1; then
+            passed=$((passed + 1))
+            note "ok    peer $pairing $c"
+            grep '^RESULT ' "$log" | sed "s/^RESULT /RESULT $pairing /"
+        else
+            failed=$((failed + 1)); failures+=("peer $pairing $c")
+            note "FAIL  peer $pairing $c"
+            sed 's/^/        /' "$log" | tail -n 40
+        fi
+    done
+    rm -f "$log"
+}
+
+# The performance numbers of OFED's own cma provider on the same device, for
+# comparison (not judged).
+run_baseline() {
+    local c log
+    log=$(mktemp "${TMPDIR:-/tmp}/verbs-peer.XXXXXX")
+    for c in dtest-W dapltest-P-RW; do
+        if bash "$here/verbs-peers.sh" "$build/lib" ofed-cma "$c" >"$log" 2>&1; then
+            grep '^RESULT ' "$log" | sed "s/^RESULT /RESULT ofed-cma /"
+        else
+            note "note: baseline $c with OFED's cma provider failed:"
+            tail -n 10 "$log" | sed 's/^/        /'
+        fi
+    done
+    rm -f "$log"
+}
+
+for part in "${parts[@]}"; do
+    case $part in
+    conformance) note "---- conformance suites on IA '$ia'"; run_conformance ;;
+    peers) note "---- peer programs, our libdat2"; run_peers ours ;;
+    peers-ofed) note "---- peer programs, OFED's libdat2"; run_peers ofed ;;
+    baseline) note "---- baseline: OFED's cma provider"; run_baseline ;;
+    *) echo "verbs-suite: unknown part '$part'" >&2; exit 2 ;;
+    esac
+done
+
+echo "---- verbs suite: $passed passed, $failed failed, $skipped skipped, $xfailed known failures"
+for f in "${failures[@]}"; do
+    echo "failed: $f"
+done
+[ "$failed" -eq 0 ]
