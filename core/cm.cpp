@@ -71,37 +71,69 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
     return r;
 }
 
-DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, DAT_EVD_HANDLE evd_handle,
-                    DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *psp_out) {
-    Evd *evd;
+// Listens for `sp` (a PSP, RSP or CSP already made) on `qual` (nullptr: any)
+// and publishes it; destroys it on failure.
+template <class Sp>
+DAT_RETURN open_service_point(Ia &ia, Sp &sp, Evd &evd, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
+    sp.evd = &evd;
+    DAT_CONN_QUAL got = qual ? *qual : 0;
+    if (DAT_RETURN r = ia.transport->psp_open(sp, qual, &got)) {
+        destroy_object(&sp);
+        return r;
+    }
+    sp.conn_qual = got;
+    if (assigned)
+        *assigned = got;
+    evd.users.fetch_add(1);
+    ia_track(ia, &sp);
+    publish(&sp);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN cr_evd_of(Ia *ia, DAT_EVD_HANDLE evd_handle, Evd *&evd) {
     if (DAT_RETURN r = handle_cast_in(ia, evd_handle, evd, DAT_INVALID_HANDLE_EVD_CR))
         return r;
     if (!(evd->flags & DAT_EVD_CR_FLAG))
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
+    return DAT_SUCCESS;
+}
+
+// The Endpoint a request came with (RSP, DAT_PSP_PROVIDER_FLAG) goes back:
+// an RSP's Consumer EP to Unconnected, a provider-created one away.
+void release_request_ep(Cr &cr) {
+    Ep *ep = cr.provider_ep;
+    cr.provider_ep = nullptr;
+    if (!ep)
+        return;
+    bool providers = false;
+    {
+        std::lock_guard<std::mutex> lock(ep->mu);
+        DAT_EP_STATE s = ep->state.load();
+        providers = s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
+        if (s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
+            ep->state.store(DAT_EP_STATE_UNCONNECTED);
+        else if (providers)
+            ep->state.store(DAT_EP_STATE_DISCONNECTED); // the CM thread ignores it from now on
+    }
+    if (providers)
+        ep_release_all(*ep);
+}
+
+DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, DAT_EVD_HANDLE evd_handle,
+                    DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *psp_out) {
+    Evd *evd;
+    if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
+        return r;
     if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
         return invalid_arg(4);
-    if (flags == DAT_PSP_PROVIDER_FLAG) {
-        DAT2_LOG(log::kGeneric, "dat_psp_create: DAT_PSP_PROVIDER_FLAG is not supported (ep_creator is NEVER)\n");
-        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
-    }
     if (!psp_out)
         return invalid_arg(5);
     Psp *psp = make_object<Psp>(ia->provider, ia);
     if (!psp)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    psp->evd = evd;
     psp->flags = flags;
-    DAT_CONN_QUAL got = qual ? *qual : 0;
-    if (DAT_RETURN r = ia->transport->psp_open(*psp, qual, &got)) {
-        destroy_object(psp);
+    if (DAT_RETURN r = open_service_point(*ia, *psp, *evd, qual, assigned))
         return r;
-    }
-    psp->conn_qual = got;
-    if (assigned)
-        *assigned = got;
-    evd->users.fetch_add(1);
-    ia_track(*ia, psp);
-    publish(psp);
     *psp_out = psp;
     return DAT_SUCCESS;
 }
@@ -111,6 +143,22 @@ DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, 
 void psp_release(Psp &psp) {
     Ia &ia = *psp.ia;
     ia.transport->psp_close(psp);
+    if (psp.type == DAT_HANDLE_TYPE_RSP) {
+        // dat_rsp_free(3DAT): the Endpoint reverts to Consumer control (one
+        // the provider created for the RSP goes away) unless its request came.
+        auto &rsp = static_cast<Rsp &>(psp);
+        Ep *ep = rsp.ep;
+        rsp.ep = nullptr;
+        bool reserved = false;
+        if (ep) {
+            std::lock_guard<std::mutex> lock(ep->mu);
+            reserved = ep->state.load() == DAT_EP_STATE_RESERVED;
+            if (reserved)
+                ep->state.store(rsp.ep_is_providers ? DAT_EP_STATE_DISCONNECTED : DAT_EP_STATE_UNCONNECTED);
+        }
+        if (reserved && rsp.ep_is_providers)
+            ep_release_all(*ep);
+    }
     {
         std::lock_guard<std::mutex> lock(ia.mu);
         for (ObjectHeader *o : ia.objects)
@@ -131,6 +179,63 @@ void cr_destroy(Cr &cr) {
 
 // ---- events from the transport ---------------------------------------------
 
+namespace {
+
+// Refuses a request no Connection Request object can carry.
+void refuse_request(Psp &psp, void *tp_request) {
+    Cr tmp; // never published: only carries the request to reject it
+    tmp.tp = tp_request;
+    tmp.ia = psp.ia;
+    tmp.psp = &psp;
+    psp.ia->transport->reject(tmp, nullptr, 0);
+    psp.ia->transport->cr_release(tmp);
+}
+
+// Gives `cr` (made, not yet published) to service point `sp`: the Endpoint
+// the request comes with, the CR arrival event. False: refused (the caller
+// rejects the request).
+bool deliver_request(Psp &sp, Cr &cr) {
+    Ia &ia = *sp.ia;
+    cr.psp = &sp;
+    cr.conn_qual = sp.conn_qual;
+    if (sp.type == DAT_HANDLE_TYPE_RSP) {
+        // dat_rsp_create(3DAT): at most one request, for the RSP's Endpoint,
+        // which moves from Reserved to Passive Connection Pending.
+        auto &rsp = static_cast<Rsp &>(sp);
+        if (rsp.used || !rsp.ep)
+            return false;
+        std::lock_guard<std::mutex> lock(rsp.ep->mu);
+        if (rsp.ep->state.load() != DAT_EP_STATE_RESERVED)
+            return false;
+        rsp.ep->state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+        rsp.used = true;
+        cr.provider_ep = rsp.ep;
+    } else if (sp.flags == DAT_PSP_PROVIDER_FLAG) {
+        cr.provider_ep = ep_create_for_provider(ia, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+        if (!cr.provider_ep)
+            return false;
+    }
+    ia_track(ia, &cr);
+    publish(&cr);
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
+    auto &d = e.event_data.cr_arrival_event_data;
+    // dat.h: an RSP's request carries no service point handle.
+    if (sp.type == DAT_HANDLE_TYPE_PSP)
+        d.sp_handle.psp_handle = &sp;
+    else if (sp.type == DAT_HANDLE_TYPE_CSP)
+        d.sp_handle.csp_handle = &sp;
+    d.local_ia_address_ptr = const_cast<sockaddr *>(ia.transport->address());
+    d.conn_qual = sp.conn_qual;
+    d.cr_handle = &cr;
+    d.truncate_flag = DAT_FALSE;
+    evd_push(*sp.evd, e);
+    return true;
+}
+
+} // namespace
+
 void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, const void *pdata,
                            std::size_t pdata_len) {
     Ia &ia = *psp.ia;
@@ -141,16 +246,9 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     }
     if (!cr) {
         DAT2_ERR("connection request on qualifier %llu dropped: out of memory\n", (unsigned long long)psp.conn_qual);
-        Cr tmp; // never published: only carries the request to reject it
-        tmp.tp = tp_request;
-        tmp.ia = &ia;
-        tmp.psp = &psp;
-        ia.transport->reject(tmp, nullptr, 0);
-        ia.transport->cr_release(tmp);
+        refuse_request(psp, tp_request);
         return;
     }
-    cr->psp = &psp;
-    cr->conn_qual = psp.conn_qual;
     cr->tp = tp_request;
     if (remote) {
         std::memcpy(&cr->remote, remote, sockaddr_size(remote));
@@ -160,18 +258,12 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     if (pdata && pdata_len)
         std::memcpy(cr->private_data, pdata, pdata_len);
     cr->private_data_size = static_cast<DAT_COUNT>(pdata_len);
-    ia_track(ia, cr);
-    publish(cr);
-    DAT_EVENT e;
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_CONNECTION_REQUEST_EVENT;
-    auto &d = e.event_data.cr_arrival_event_data;
-    d.sp_handle.psp_handle = &psp;
-    d.local_ia_address_ptr = const_cast<sockaddr *>(ia.transport->address());
-    d.conn_qual = psp.conn_qual;
-    d.cr_handle = cr;
-    d.truncate_flag = DAT_FALSE;
-    evd_push(*psp.evd, e);
+    if (!deliver_request(psp, *cr)) {
+        DAT2_LOG(log::kGeneric, "connection request on qualifier %llu refused (reserved point already used)\n",
+                 (unsigned long long)psp.conn_qual);
+        destroy_object(cr);
+        refuse_request(psp, tp_request);
+    }
 }
 
 void on_established(Ep &ep, const void *pdata, std::size_t pdata_len) {
@@ -381,16 +473,28 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         Cr *cr;
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
-        Ep *ep;
-        if (DAT_RETURN r = handle_cast_in(cr->ia, ep_handle, ep))
-            return r;
+        // dat_cr_accept(3DAT): "If the local Endpoint is specified by the
+        // Connection Request, the ep_handle shall be DAT_HANDLE_NULL"; a
+        // provider-created one may also be replaced by a Consumer EP.
+        Ep *ep = cr->provider_ep;
+        if (ep_handle != DAT_HANDLE_NULL) {
+            if (DAT_RETURN r = handle_cast_in(cr->ia, ep_handle, ep))
+                return r;
+            if (cr->provider_ep && ep != cr->provider_ep && cr->psp && cr->psp->type == DAT_HANDLE_TYPE_RSP)
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        } else if (!ep) {
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        }
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 3))
             return r;
+        DAT_EP_STATE before;
         {
             std::lock_guard<std::mutex> lock(ep->mu);
-            DAT_EP_STATE s = ep->state.load();
-            if (s != DAT_EP_STATE_UNCONNECTED)
-                return state_error(s);
+            before = ep->state.load();
+            const bool own = ep == cr->provider_ep && (before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
+                                                       before == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
+            if (before != DAT_EP_STATE_UNCONNECTED && !own)
+                return state_error(before);
             ep->remote = cr->remote;
             ep->remote_port = cr->remote_port;
             ep->state.store(DAT_EP_STATE_COMPLETION_PENDING);
@@ -399,10 +503,13 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         if (r != DAT_SUCCESS) {
             std::lock_guard<std::mutex> lock(ep->mu);
             if (ep->state.load() == DAT_EP_STATE_COMPLETION_PENDING)
-                ep->state.store(DAT_EP_STATE_UNCONNECTED);
+                ep->state.store(before);
             return r;
         }
-        cr_destroy(*cr); // dat_cr_accept(3DAT): the CR is gone after accept
+        if (ep == cr->provider_ep)
+            cr->provider_ep = nullptr; // the Consumer's now
+        release_request_ep(*cr);       // one the Consumer did not take
+        cr_destroy(*cr);               // dat_cr_accept(3DAT): the CR is gone after accept
         return DAT_SUCCESS;
     });
 }
@@ -415,8 +522,241 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pd_size, const DAT_PVOID
         if (DAT_RETURN r = check_private_data(*cr->ia, pd_size, pd, 2))
             return r;
         DAT_RETURN r = cr->ia->transport->reject(*cr, pd, static_cast<std::size_t>(pd_size));
+        // dat_rsp_create(3DAT): a rejected RSP Endpoint is Unconnected again;
+        // dat_psp_create(3DAT): a provider-created one goes back to the Provider.
+        release_request_ep(*cr);
         cr_destroy(*cr);
         return r;
+    });
+}
+
+DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
+    return guarded("dat_cr_handoff", [&]() -> DAT_RETURN {
+        Cr *cr;
+        if (DAT_RETURN r = handle_cast(cr_handle, cr))
+            return r;
+        Ia &ia = *cr->ia;
+        // The service point of this IA listening on `handoff` (requests do
+        // not move between processes: the connection is already here).
+        Psp *target = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(ia.mu);
+            for (ObjectHeader *o : ia.objects) {
+                if (o->type != DAT_HANDLE_TYPE_PSP && o->type != DAT_HANDLE_TYPE_RSP && o->type != DAT_HANDLE_TYPE_CSP)
+                    continue;
+                auto *sp = static_cast<Psp *>(o);
+                if (sp->conn_qual == handoff && sp != cr->psp) {
+                    target = sp;
+                    break;
+                }
+            }
+        }
+        if (!target) {
+            DAT2_LOG(log::kGeneric, "dat_cr_handoff: no service point of this IA listens on qualifier %llu\n",
+                     (unsigned long long)handoff);
+            return invalid_arg(2);
+        }
+        Cr *moved = make_object<Cr>(ia.provider, &ia);
+        if (!moved)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        moved->tp = cr->tp;
+        moved->remote = cr->remote;
+        moved->remote_port = cr->remote_port;
+        std::memcpy(moved->private_data, cr->private_data, sizeof cr->private_data);
+        moved->private_data_size = cr->private_data_size;
+        if (!deliver_request(*target, *moved)) {
+            destroy_object(moved);
+            return DAT_ERROR(DAT_INVALID_STATE, 0); // e.g. an RSP whose request already came
+        }
+        // dat_cr_handoff(3DAT): the old instance is destroyed; the pending
+        // request itself now belongs to the new one.
+        release_request_ep(*cr);
+        cr->tp = nullptr;
+        ia.transport->cr_release(*cr);
+        ia_untrack(ia, cr);
+        destroy_object(cr);
+        return DAT_SUCCESS;
+    });
+}
+
+// ---- Reserved Service Points ---------------------------------------------------
+
+DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_handle, DAT_EVD_HANDLE evd_handle,
+                      DAT_RSP_HANDLE *rsp_out) {
+    return guarded("dat_rsp_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        Ep *ep = nullptr;
+        if (ep_handle != DAT_HANDLE_NULL)
+            if (DAT_RETURN r = handle_cast_in(ia, ep_handle, ep))
+                return r;
+        Evd *evd;
+        if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
+            return r;
+        if (!rsp_out)
+            return invalid_arg(5);
+        Rsp *rsp = make_object<Rsp>(ia->provider, ia);
+        if (!rsp)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        if (ep) {
+            // dat_rsp_create(3DAT): DAT_INVALID_STATE "an Endpoint was not in the Idle state".
+            std::lock_guard<std::mutex> lock(ep->mu);
+            DAT_EP_STATE s = ep->state.load();
+            if (s != DAT_EP_STATE_UNCONNECTED) {
+                destroy_object(rsp);
+                return state_error(s);
+            }
+            ep->state.store(DAT_EP_STATE_RESERVED);
+        } else {
+            ep = ep_create_for_provider(*ia, DAT_EP_STATE_RESERVED);
+            if (!ep) {
+                destroy_object(rsp);
+                return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+            }
+            rsp->ep_is_providers = true;
+        }
+        rsp->ep = ep;
+        const bool providers = rsp->ep_is_providers;
+        if (DAT_RETURN r = open_service_point(*ia, *rsp, *evd, &qual, nullptr)) {
+            {
+                std::lock_guard<std::mutex> lock(ep->mu);
+                ep->state.store(providers ? DAT_EP_STATE_DISCONNECTED : DAT_EP_STATE_UNCONNECTED);
+            }
+            if (providers)
+                ep_release_all(*ep);
+            return r;
+        }
+        *rsp_out = rsp;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN rsp_query(DAT_RSP_HANDLE rsp_handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM *param) {
+    return guarded("dat_rsp_query", [&]() -> DAT_RETURN {
+        Rsp *rsp;
+        if (DAT_RETURN r = handle_cast(rsp_handle, rsp))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        if (mask & ~DAT_RSP_FIELD_ALL)
+            return invalid_arg(2);
+        if (mask & DAT_RSP_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(rsp->ia, &param->ia_handle);
+        if (mask & DAT_RSP_FIELD_CONN_QUAL)
+            param->conn_qual = rsp->conn_qual;
+        if (mask & DAT_RSP_FIELD_EVD_HANDLE)
+            param->evd_handle = rsp->evd;
+        if (mask & DAT_RSP_FIELD_EP_HANDLE)
+            param->ep_handle = rsp->ep;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN rsp_free(DAT_RSP_HANDLE rsp_handle) {
+    return guarded("dat_rsp_free", [&]() -> DAT_RETURN {
+        Rsp *rsp;
+        if (DAT_RETURN r = handle_cast(rsp_handle, rsp))
+            return r;
+        psp_release(*rsp);
+        return DAT_SUCCESS;
+    });
+}
+
+// ---- Common Service Points (DAT 2.0) --------------------------------------------
+
+DAT_RETURN csp_create(DAT_IA_HANDLE ia_handle, DAT_COMM *comm, DAT_IA_ADDRESS_PTR address, DAT_EVD_HANDLE evd_handle,
+                      DAT_CSP_HANDLE *csp_out) {
+    return guarded("dat_csp_create", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (!address || (address->sa_family != AF_INET && address->sa_family != AF_INET6))
+            return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+        // The point listens on this IA: the address must be the IA's own
+        // (or the wildcard of its family); its port is the service.
+        const sockaddr *own = ia->transport->address();
+        if (address->sa_family != own->sa_family)
+            return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+        if (address->sa_family == AF_INET) {
+            auto a = reinterpret_cast<const sockaddr_in *>(address)->sin_addr.s_addr;
+            if (a != INADDR_ANY && a != reinterpret_cast<const sockaddr_in *>(own)->sin_addr.s_addr)
+                return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+        } else {
+            const auto &a = reinterpret_cast<const sockaddr_in6 *>(address)->sin6_addr;
+            if (!IN6_IS_ADDR_UNSPECIFIED(&a) &&
+                std::memcmp(&a, &reinterpret_cast<const sockaddr_in6 *>(own)->sin6_addr, sizeof a) != 0)
+                return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+        }
+        Evd *evd;
+        if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
+            return r;
+        if (!csp_out)
+            return invalid_arg(5);
+        Csp *csp = make_object<Csp>(ia->provider, ia);
+        if (!csp)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        if (comm)
+            csp->comm = *comm;
+        std::memcpy(&csp->address, address, sockaddr_size(address));
+        const DAT_CONN_QUAL port = port_of(address);
+        if (DAT_RETURN r = open_service_point(*ia, *csp, *evd, port ? &port : nullptr, nullptr))
+            return r;
+        if (!port) { // the provider chose the port: the query shows it
+            const auto chosen = htons(static_cast<std::uint16_t>(csp->conn_qual));
+            if (csp->address.ss_family == AF_INET)
+                reinterpret_cast<sockaddr_in *>(&csp->address)->sin_port = chosen;
+            else
+                reinterpret_cast<sockaddr_in6 *>(&csp->address)->sin6_port = chosen;
+        }
+        *csp_out = csp;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN csp_query(DAT_CSP_HANDLE csp_handle, DAT_CSP_PARAM_MASK mask, DAT_CSP_PARAM *param) {
+    return guarded("dat_csp_query", [&]() -> DAT_RETURN {
+        Csp *csp;
+        if (DAT_RETURN r = handle_cast(csp_handle, csp))
+            return r;
+        if (!param)
+            return invalid_arg(3);
+        if (mask & ~DAT_CSP_FIELD_ALL)
+            return invalid_arg(2);
+        if (mask & DAT_CSP_FIELD_IA_HANDLE)
+            ia_handle_for_consumer(csp->ia, &param->ia_handle);
+        if (mask & DAT_CSP_FIELD_COMM)
+            param->comm = &csp->comm;
+        if (mask & DAT_CSP_FIELD_IA_ADDRESS)
+            param->address_ptr = reinterpret_cast<sockaddr *>(&csp->address);
+        if (mask & DAT_CSP_FIELD_EVD_HANDLE)
+            param->evd_handle = csp->evd;
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN csp_free(DAT_CSP_HANDLE csp_handle) {
+    return guarded("dat_csp_free", [&]() -> DAT_RETURN {
+        Csp *csp;
+        if (DAT_RETURN r = handle_cast(csp_handle, csp))
+            return r;
+        psp_release(*csp);
+        return DAT_SUCCESS;
+    });
+}
+
+DAT_RETURN ep_common_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR address, DAT_TIMEOUT timeout,
+                             DAT_COUNT pd_size, const DAT_PVOID pd) {
+    return guarded("dat_ep_common_connect", [&]() -> DAT_RETURN {
+        Ep *ep;
+        if (DAT_RETURN r = handle_cast(ep_handle, ep))
+            return r;
+        if (!address || (address->sa_family != AF_INET && address->sa_family != AF_INET6))
+            return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+        if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
+            return r;
+        // A Common Service Point is found by address and port alone.
+        return start_connect(*ep, address, port_of(address), timeout, pd_size, pd);
     });
 }
 

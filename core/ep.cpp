@@ -7,6 +7,7 @@
 #include "log.hpp"
 #include "lmr.hpp"
 #include "slots.hpp"
+#include "srq.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -98,6 +99,10 @@ void op_recycle_locked(Op &op) {
 }
 
 void op_recycle(Op &op) {
+    if (op.srq) {
+        srq_op_done(op);
+        return;
+    }
     std::lock_guard<std::mutex> lock(op.ep->ops_mu);
     op_recycle_locked(op);
 }
@@ -158,7 +163,8 @@ bool consumer_notified(DAT_COMPLETION_FLAGS f) {
 }
 
 void count_notify_streams(Ep &ep, int delta) {
-    if (ep.recv_evd && consumer_notified(ep.attr.recv_completion_flags))
+    // Receives taken from an SRQ always complete with a signal.
+    if (ep.recv_evd && !ep.srq && consumer_notified(ep.attr.recv_completion_flags))
         ep.recv_evd->notify_streams.fetch_add(delta);
     if (ep.request_evd && (ep.attr.request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG))
         ep.request_evd->notify_streams.fetch_add(delta);
@@ -179,6 +185,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
     if (DAT_RETURN r = handle_cast(ep_handle, ep))
         return r;
     const bool recv = kind == PostKind::kRecv;
+    if (recv && ep->srq)
+        return DAT_ERROR(DAT_INVALID_STATE, 0); // dat_ep_create_with_srq(3DAT): receives go to the SRQ
     DAT_COUNT max_iov = recv ? ep->attr.max_recv_iov
                         : kind == PostKind::kSend ? ep->attr.max_request_iov
                         : kind == PostKind::kRdmaRead ? ep->attr.max_rdma_read_iov
@@ -256,11 +264,20 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
         std::uint8_t expected = Op::kPosted;
         if (op->state.compare_exchange_strong(expected, Op::kFree))
             op_recycle(*op);
+    } else if (recv && ep_watermarks_armed(*ep)) {
+        ep_check_watermarks(*ep, false);
     }
     return r;
 }
 
 } // namespace
+
+DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    return post_dto(ep, kind, n, iov, cookie, remote, flags);
+}
+
+DAT_RETURN ep_fence_reads(Ep &ep) { return wait_for_reads(ep); }
 
 void ep_drain_completions(Ep &ep) {
     with_evds(ep, [](Evd &evd) {
@@ -290,6 +307,8 @@ void ep_flush_outstanding(Ep &ep) {
         // The record stays kFlushed until the transport's own completion for
         // it shows up (dropped then) or the EP is reset or freed.
     }
+    if (ep.srq)
+        srq_ep_flushed(ep);
 }
 
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len) {
@@ -306,6 +325,10 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
         e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(len);
     }
     evd_push(*ep.connect_evd, e);
+    // dat_ep_set_watermark(3DAT): a hard watermark already exceeded breaks
+    // the connection "as soon as the connection is established".
+    if (number == DAT_CONNECTION_EVENT_ESTABLISHED && ep_watermarks_armed(ep))
+        ep_check_watermarks(ep, true);
 }
 
 // Takes back every record: nothing of this EP can complete any more.
@@ -325,16 +348,42 @@ void ep_release_all(Ep &ep) {
         ep.cr = nullptr;
     }
     detach(ep);
+    if (ep.srq)
+        srq_detach(*ep.srq, ep);
     ia_untrack(ia, &ep);
     destroy_object(&ep);
 }
 
-namespace slot {
+// dat_psp_create(3DAT) with DAT_PSP_PROVIDER_FLAG, dat_rsp_create(3DAT)
+// with no EP: an Endpoint with no PZ and no EVDs and default attributes,
+// which the Consumer completes with dat_ep_modify before accepting.
+Ep *ep_create_for_provider(Ia &ia, DAT_EP_STATE state) {
+    Ep *ep = make_object<Ep>(ia.provider, &ia);
+    if (!ep)
+        return nullptr;
+    ep->attr = default_attr(ia);
+    normalize_attr(ep->attr);
+    try {
+        build_pools(*ep);
+    } catch (...) {
+        destroy_object(ep);
+        return nullptr;
+    }
+    if (ia.transport->ep_open(*ep) != DAT_SUCCESS) {
+        destroy_object(ep);
+        return nullptr;
+    }
+    ep->state.store(state);
+    ia_track(ia, ep);
+    publish(ep);
+    return ep;
+}
 
-DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_evd_handle,
-                     DAT_EVD_HANDLE request_evd_handle, DAT_EVD_HANDLE connect_evd_handle, const DAT_EP_ATTR *attr,
-                     DAT_EP_HANDLE *ep_out) {
-    return guarded("dat_ep_create", [&]() -> DAT_RETURN {
+DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle,
+                            DAT_EVD_HANDLE recv_evd_handle, DAT_EVD_HANDLE request_evd_handle,
+                            DAT_EVD_HANDLE connect_evd_handle, Srq *srq, const DAT_EP_ATTR *attr, int attr_arg,
+                            DAT_EP_HANDLE *ep_out) {
+    return guarded(call, [&]() -> DAT_RETURN {
         Ia *ia;
         if (DAT_RETURN r = handle_cast(ia_handle, ia))
             return r;
@@ -361,9 +410,11 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
         }
         if (!ep_out)
-            return invalid_arg(7);
+            return invalid_arg(attr_arg + 1);
         DAT_EP_ATTR a = attr ? *attr : default_attr(*ia);
-        if (DAT_RETURN r = check_attr(*ia, a, 6))
+        if (srq) // dat_ep_create_with_srq(3DAT): max_recv_iov "is ignored"
+            a.max_recv_iov = srq->max_recv_iov;
+        if (DAT_RETURN r = check_attr(*ia, a, attr_arg))
             return r;
         normalize_attr(a);
         Ep *ep = make_object<Ep>(ia->provider, ia);
@@ -374,6 +425,7 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
         ep->request_evd = request_evd;
         ep->connect_evd = connect_evd;
         ep->attr = a;
+        ep->srq = srq;
         try {
             build_pools(*ep);
         } catch (...) {
@@ -389,11 +441,22 @@ DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_H
                 evd->users.fetch_add(1);
         count_notify_streams(*ep, +1);
         pz->users.fetch_add(1);
+        if (srq)
+            srq_attach(*srq, *ep);
         ia_track(*ia, ep);
         publish(ep);
         *ep_out = ep;
         return DAT_SUCCESS;
     });
+}
+
+namespace slot {
+
+DAT_RETURN ep_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_EVD_HANDLE recv_evd_handle,
+                     DAT_EVD_HANDLE request_evd_handle, DAT_EVD_HANDLE connect_evd_handle, const DAT_EP_ATTR *attr,
+                     DAT_EP_HANDLE *ep_out) {
+    return ep_create_common("dat_ep_create", ia_handle, pz_handle, recv_evd_handle, request_evd_handle,
+                            connect_evd_handle, nullptr, attr, 6, ep_out);
 }
 
 DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *param) {
@@ -427,7 +490,7 @@ DAT_RETURN ep_query(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, DAT_EP_PARA
         if (mask & DAT_EP_FIELD_CONNECT_EVD_HANDLE)
             param->connect_evd_handle = ep->connect_evd;
         if (mask & DAT_EP_FIELD_SRQ_HANDLE)
-            param->srq_handle = DAT_HANDLE_NULL;
+            param->srq_handle = ep->srq;
         if (mask & DAT_EP_FIELD_EP_ATTR_ALL)
             param->ep_attr = ep->attr;
         return DAT_SUCCESS;
@@ -447,8 +510,15 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         if (mask == 0 || (mask & ~kModifiable))
             return invalid_arg(2);
         std::lock_guard<std::mutex> lock(ep->mu);
+        // dat_ep_modify(3DAT): EVDs and attributes before a connection is
+        // requested or accepted (Unconnected, Reserved, Passive and Tentative
+        // Connection Pending); the PZ only when quiescent (Unconnected,
+        // Tentative Connection Pending).
         DAT_EP_STATE s = ep->state.load();
-        if (s != DAT_EP_STATE_UNCONNECTED)
+        const bool quiescent = s == DAT_EP_STATE_UNCONNECTED || s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
+        if (!quiescent && s != DAT_EP_STATE_RESERVED && s != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        if ((mask & DAT_EP_FIELD_PZ_HANDLE) && !quiescent)
             return DAT_ERROR(DAT_INVALID_STATE, 0);
         if (ep->recvs_posted.load() || ep->requests_posted.load())
             return DAT_ERROR(DAT_INVALID_STATE, 0);
@@ -473,6 +543,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             if (!(evds[i]->flags & need[i]))
                 return invalid_arg(3);
         }
+        if (ep->srq && !evds[0])
+            return invalid_arg(3); // the SRQ's receives complete on the recv EVD (see ep_create_with_srq)
         DAT_EP_ATTR a = ep->attr;
         if (mask & DAT_EP_FIELD_EP_ATTR_ALL) {
             const DAT_EP_ATTR &p = param->ep_attr;
@@ -502,7 +574,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         for (Evd *evd : evds)
             if (evd)
                 evd->users.fetch_add(1);
-        pz->users.fetch_add(1);
+        if (pz)
+            pz->users.fetch_add(1);
         bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
         ep->attr = a;
         count_notify_streams(*ep, +1);
@@ -577,32 +650,7 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
     });
 }
 
-DAT_RETURN ep_recv_query(DAT_EP_HANDLE ep_handle, DAT_COUNT *nbufs_allocated, DAT_COUNT *bufs_alloc_span) {
-    Ep *ep;
-    if (DAT_RETURN r = handle_cast(ep_handle, ep))
-        return r;
-    if (nbufs_allocated)
-        *nbufs_allocated = ep->recvs_posted.load();
-    if (bufs_alloc_span)
-        *bufs_alloc_span = DAT_VALUE_UNKNOWN;
-    return DAT_SUCCESS;
-}
-
-DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep_handle, DAT_COUNT soft_high, DAT_COUNT hard_high) {
-    Ep *ep;
-    if (DAT_RETURN r = handle_cast(ep_handle, ep))
-        return r;
-    if (soft_high < 0 && soft_high != DAT_WATERMARK_INFINITE)
-        return invalid_arg(2);
-    if (hard_high < 0 && hard_high != DAT_WATERMARK_INFINITE)
-        return invalid_arg(3);
-    // Watermarks are not armed yet (issue 4, with SRQs): say so instead of
-    // accepting values that would never raise their events. Infinite on
-    // both sides asks for no event at all, which is what happens.
-    if (soft_high != DAT_WATERMARK_INFINITE || hard_high != DAT_WATERMARK_INFINITE)
-        return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
-    return DAT_SUCCESS;
-}
+// dat_ep_recv_query and dat_ep_set_watermark: core/srq.cpp (receive-side accounting).
 
 DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {

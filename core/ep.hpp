@@ -15,5 +15,20 @@ void ep_drain_completions(Ep &ep);
 void op_recycle(Op &op);
 void op_recycle_locked(Op &op);
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len);
+// The DTO post path of dat_ep_post_send/recv/rdma_read/rdma_write (checks,
+// LMR triplets, records), for the calls of other files that end in a DTO.
+DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags);
+// DAT_COMPLETION_BARRIER_FENCE_FLAG: returns once the EP's earlier RDMA
+// Reads have completed (or the connection is gone).
+DAT_RETURN ep_fence_reads(Ep &ep);
+// An Endpoint the provider creates (no PZ, no EVDs), published in `state`;
+// nullptr when out of resources.
+Ep *ep_create_for_provider(Ia &ia, DAT_EP_STATE state);
+// dat_ep_create, and dat_ep_create_with_srq with `srq` (named `call` in
+// logs; `attr_arg` is the argument position of the attributes).
+DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
+                            DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd, Srq *srq,
+                            const DAT_EP_ATTR *attr, int attr_arg, DAT_EP_HANDLE *ep_out);
 
 } // namespace dat2::kit

@@ -63,6 +63,8 @@ void consume_completions(Evd &evd, const Completion *c, int n, bool to_spill) {
         bool report = !(op.suppress && c[i].status == DAT_DTO_SUCCESS);
         DAT_EVENT e = dto_event(op, c[i].status, c[i].length);
         e.evd_handle = &evd;
+        if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
+            rmr_invalidate(*op.ep, c[i].rmr_context, e);
         op_recycle(op);
         if (!report)
             continue;

@@ -2,6 +2,7 @@
 // IA open/query/close, consumer contexts, handle types and PZs.
 #include "boundary.hpp"
 #include "slots.hpp"
+#include "srq.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -42,8 +43,8 @@ std::size_t count_children(Ia &ia) {
 
 // Frees every child of the IA, dependents before what they depend on.
 void release_children(Ia &ia) {
-    static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_EP, DAT_HANDLE_TYPE_CR, DAT_HANDLE_TYPE_PSP,
-                                            DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO,
+    static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_EP,
+                                            DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_CSP, DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO,
                                             DAT_HANDLE_TYPE_PZ};
     for (DAT_HANDLE_TYPE type : order) {
         for (;;) {
@@ -62,7 +63,11 @@ void release_children(Ia &ia) {
             switch (type) {
             case DAT_HANDLE_TYPE_EP: ep_release_all(*static_cast<Ep *>(victim)); break;
             case DAT_HANDLE_TYPE_CR: cr_destroy(*static_cast<Cr *>(victim)); break;
-            case DAT_HANDLE_TYPE_PSP: psp_release(*static_cast<Psp *>(victim)); break;
+            case DAT_HANDLE_TYPE_PSP:
+            case DAT_HANDLE_TYPE_RSP:
+            case DAT_HANDLE_TYPE_CSP: psp_release(*static_cast<Psp *>(victim)); break;
+            case DAT_HANDLE_TYPE_SRQ: srq_release(*static_cast<Srq *>(victim)); break;
+            case DAT_HANDLE_TYPE_RMR: rmr_release(*static_cast<Rmr *>(victim)); break;
             case DAT_HANDLE_TYPE_LMR: lmr_release(*static_cast<Lmr *>(victim)); break;
             case DAT_HANDLE_TYPE_EVD: evd_release(*static_cast<Evd *>(victim)); break;
             case DAT_HANDLE_TYPE_CNO: cno_release(*static_cast<Cno *>(victim)); break;
@@ -171,7 +176,11 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         ia_out.max_pzs = 1 << 16;
         ia_out.max_eps = 1 << 16;
         ia_out.max_rmrs = 0;
-        ia_out.max_srqs = 0;
+        // SRQs (core/srq.cpp) where the transport shares receive contexts; it
+        // may lower max_srqs in query().
+        ia_out.max_srqs = ia->max_srq_recvs ? 1 << 16 : 0;
+        ia_out.max_ep_per_srq = ia->max_srq_recvs ? ia_out.max_eps : 0;
+        ia_out.max_recv_per_srq = ia->max_srq_recvs;
         ia_out.extension_supported = DAT_EXTENSION_NONE;
         std::snprintf(pa->provider_name, sizeof pa->provider_name, "%s", ia->name.c_str());
         pa->provider_version_major = 2;
@@ -189,7 +198,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
             DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
         pa->max_private_data_size = ia->max_private_data;
         pa->supports_multipath = DAT_FALSE;
-        pa->ep_creator = DAT_PSP_CREATES_EP_NEVER;
+        pa->ep_creator = DAT_PSP_CREATES_EP_IFASKED;
         pa->pz_support = DAT_PZ_UNIQUE;
         pa->optimal_buffer_alignment = 64;
         {
@@ -198,7 +207,15 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
                 for (int j = 0; j < 6; ++j)
                     merge[i][j] = DAT_TRUE;
         }
-        pa->srq_supported = DAT_FALSE;
+        pa->srq_supported = ia->max_srq_recvs ? DAT_TRUE : DAT_FALSE;
+        // DAT 2.0 defines no values for these counts: 1 = supported. The SRQ
+        // low watermark; SRQ and EP PZs may differ (each DTO is checked
+        // against the PZ it is posted under); dat_srq_query's counts;
+        // dat_ep_recv_query's (DAT_VALUE_UNKNOWN for EPs with an SRQ).
+        pa->srq_watermarks_supported = ia->max_srq_recvs ? 1 : 0;
+        pa->srq_ep_pz_difference_supported = pa->srq_supported;
+        pa->srq_info_supported = ia->max_srq_recvs ? 1 : 0;
+        pa->ep_recv_info_supported = 1;
         pa->lmr_sync_req = DAT_FALSE;
         pa->dto_async_return_guaranteed = DAT_FALSE;
         pa->rdma_write_for_rdma_read_req = DAT_FALSE;
@@ -230,6 +247,22 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags) {
         release_children(*ia);
         ia->transport.reset();
         destroy_object(ia);
+        return DAT_SUCCESS;
+    });
+}
+
+// dat.conf entries that share an ia_name form a fail-over chain (the
+// registry tries them in order): those are the HA-related providers.
+DAT_RETURN ia_ha_related(DAT_IA_HANDLE ia_handle, const DAT_NAME_PTR name, DAT_BOOLEAN *answer) {
+    return guarded("dat_ia_ha_related", [&]() -> DAT_RETURN {
+        Ia *ia;
+        if (DAT_RETURN r = handle_cast(ia_handle, ia))
+            return r;
+        if (!name)
+            return invalid_arg(2);
+        if (!answer)
+            return invalid_arg(3);
+        *answer = ia->name == name ? DAT_TRUE : DAT_FALSE;
         return DAT_SUCCESS;
     });
 }

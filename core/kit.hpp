@@ -32,14 +32,17 @@ struct Evd;
 struct Cno;
 struct Ep;
 struct Lmr;
+struct Rmr;
 struct Psp;
 struct Cr;
 struct Op;
+struct Srq;
 class Transport;
 
 // ---- limits the kit enforces whatever the transport ------------------------
 inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
 inline constexpr DAT_COUNT kMaxLmrs = 1 << 16;
+inline constexpr DAT_COUNT kMaxRmrs = 1 << 16;
 inline constexpr DAT_COUNT kMaxPrivateData = 192; // bytes a consumer may send
 inline constexpr DAT_COUNT kDefaultDtos = 64;
 inline constexpr DAT_COUNT kMaxDtos = 16384;
@@ -66,6 +69,10 @@ struct Op {
     DAT_DTO_COOKIE cookie{};
     std::uint32_t length = 0;
     Ep *ep = nullptr;
+    // A receive posted to a shared receive queue (core/srq.hpp): the SRQ owns
+    // the record, and `ep` is the EP that took it, which the transport sets
+    // before it returns the completion from cq_read.
+    Srq *srq = nullptr;
     Op *next_free = nullptr;
 };
 
@@ -125,11 +132,40 @@ struct Lmr : ObjectHeader {
     void *desc = nullptr;      // transport descriptor for local buffers
 };
 
+// A memory window (core/rmr.cpp): created unbound in a PZ; dat_rmr_bind
+// exposes a range of an LMR under a new rmr_context each time (the old one
+// stops working); a bind of length 0, a peer's send with invalidate and
+// dat_rmr_free unbind it.
+struct Rmr : ObjectHeader {
+    std::mutex mu; // the binding below
+    Pz *pz = nullptr;
+    DAT_RMR_SCOPE scope = DAT_RMR_SCOPE_PZ; // DAT_RMR_SCOPE_EP: dat_rmr_create_for_ep
+    Lmr *lmr = nullptr;                     // bound to (counted in lmr->users), or nullptr
+    DAT_LMR_TRIPLET range{};                // the bound range of `lmr`
+    DAT_MEM_PRIV_FLAGS privileges = DAT_MEM_PRIV_NONE_FLAG;
+    DAT_VA_TYPE va_type = DAT_VA_TYPE_VA;
+    DAT_RMR_CONTEXT rmr_context = 0; // set by the transport's rmr_bind
+    void *tp = nullptr;              // the transport's window
+};
+
 struct Psp : ObjectHeader {
     DAT_CONN_QUAL conn_qual = 0;
     Evd *evd = nullptr;
     DAT_PSP_FLAGS flags = DAT_PSP_CONSUMER_FLAG;
     void *tp = nullptr;
+};
+
+// A Reserved Service Point: generates at most one request, for its EP.
+struct Rsp : Psp {
+    Ep *ep = nullptr;
+    bool ep_is_providers = false; // created for dat_rsp_create(ep_handle NULL)
+    bool used = false;            // its one request has come
+};
+
+// A Common Service Point (DAT 2.0): listens on an IA address and port.
+struct Csp : Psp {
+    DAT_COMM comm{};
+    sockaddr_storage address{};
 };
 
 struct Cr : ObjectHeader {
@@ -139,7 +175,7 @@ struct Cr : ObjectHeader {
     DAT_PORT_QUAL remote_port = 0;
     unsigned char private_data[256];
     DAT_COUNT private_data_size = 0;
-    Ep *provider_ep = nullptr; // DAT_PSP_PROVIDER_FLAG
+    Ep *provider_ep = nullptr; // the RSP's EP, or one created for a DAT_PSP_PROVIDER_FLAG PSP
     void *tp = nullptr;        // the transport's pending request
 };
 
@@ -163,6 +199,10 @@ struct Ep : ObjectHeader {
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     void *tp = nullptr; // the transport's endpoint state
+    Srq *srq = nullptr; // dat_ep_create_with_srq: its receives come from there
+    // dat_ep_set_watermark (core/srq.cpp): DAT_WATERMARK_INFINITE = not armed.
+    std::atomic<DAT_COUNT> soft_high_watermark{DAT_WATERMARK_INFINITE};
+    std::atomic<DAT_COUNT> hard_high_watermark{DAT_WATERMARK_INFINITE};
 };
 
 struct Ia : ObjectHeader {
@@ -170,6 +210,7 @@ struct Ia : ObjectHeader {
     std::unique_ptr<Transport> transport;
     DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
+    DAT_COUNT max_srq_recvs = 0; // receives one SRQ can hold; 0: no SRQs (set by the transport)
     // Created by ia_open (owned), or an async EVD of another IA that the
     // Consumer passed to dat_ia_open (borrowed). Read and changed under the
     // kit's async lock (post_async, async_evd_borrow/return, evd_release).
@@ -182,6 +223,7 @@ struct Ia : ObjectHeader {
     std::vector<std::atomic<Lmr *>> lmr_table;
     std::vector<std::uint16_t> lmr_generation;
     std::vector<std::uint32_t> lmr_free;
+    std::atomic<int> rmrs{0}; // RMRs that exist (kMaxRmrs)
     Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
 };
 
@@ -197,7 +239,10 @@ DAT2_HANDLE_TRAITS(Evd, DAT_HANDLE_TYPE_EVD, DAT_INVALID_HANDLE_EVD_REQUEST);
 DAT2_HANDLE_TRAITS(Cno, DAT_HANDLE_TYPE_CNO, DAT_INVALID_HANDLE_CNO);
 DAT2_HANDLE_TRAITS(Ep, DAT_HANDLE_TYPE_EP, DAT_INVALID_HANDLE_EP);
 DAT2_HANDLE_TRAITS(Lmr, DAT_HANDLE_TYPE_LMR, DAT_INVALID_HANDLE_LMR);
+DAT2_HANDLE_TRAITS(Rmr, DAT_HANDLE_TYPE_RMR, DAT_INVALID_HANDLE_RMR);
 DAT2_HANDLE_TRAITS(Psp, DAT_HANDLE_TYPE_PSP, DAT_INVALID_HANDLE_PSP);
+DAT2_HANDLE_TRAITS(Rsp, DAT_HANDLE_TYPE_RSP, DAT_INVALID_HANDLE_RSP);
+DAT2_HANDLE_TRAITS(Csp, DAT_HANDLE_TYPE_CSP, DAT_INVALID_HANDLE1);
 DAT2_HANDLE_TRAITS(Cr, DAT_HANDLE_TYPE_CR, DAT_INVALID_HANDLE_CR);
 #undef DAT2_HANDLE_TRAITS
 
@@ -215,6 +260,10 @@ struct Completion {
     Op *op;
     DAT_DTO_COMPLETION_STATUS status;
     std::uint32_t length;
+    // A receive of a send with invalidate: the sender asked to unbind our
+    // RMR of this rmr_context (dat_ep_post_send_with_invalidate).
+    bool invalidate = false;
+    DAT_RMR_CONTEXT rmr_context = 0;
 };
 
 enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
@@ -263,8 +312,46 @@ public:
 
     // Posts a DTO whose segments the kit has validated. For a receive on an
     // EP that has no connection yet, the transport keeps it until it has one.
+    // A kSend with `remote` is a send with invalidate of remote->rmr_context
+    // (only when send_with_invalidate() says so); the peer's transport
+    // reports it in the receive's Completion.
     virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
+    virtual bool send_with_invalidate() const { return false; }
+
+    // Memory windows. rmr_open/rmr_close: the window's resources (rmr.tp)
+    // for dat_rmr_create and dat_rmr_free. rmr_bind exposes [addr, addr +
+    // len) of `lmr` for the remote `privileges` (DAT_MEM_PRIV_REMOTE_*)
+    // under a new rmr.rmr_context, posted on `ep`, replacing any binding the
+    // window has (on failure the old one stays). rmr_unbind withdraws the
+    // binding; `ep` is null when the window is freed or invalidated by a
+    // peer. Once either returns, the old rmr_context opens nothing. A
+    // transport without windows keeps these defaults.
+    virtual DAT_RETURN rmr_open(Rmr &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
+    virtual void rmr_close(Rmr &) {}
+    virtual DAT_RETURN rmr_bind(Rmr &, Ep &, const Lmr &, std::uintptr_t, DAT_VLEN, DAT_MEM_PRIV_FLAGS) {
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    }
+    virtual DAT_RETURN rmr_unbind(Rmr &, Ep *) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
+
+    // Shared receive queues, offered when the transport sets ia.max_srq_recvs.
+    // srq_open/srq_close: the queue (srq.tp); on close, receives still queued
+    // are dropped without completions (the kit takes their records back).
+    // srq_post queues a receive any EP of the SRQ may take. ep_open sees
+    // ep.srq set for an EP that takes its receives from an SRQ; such a
+    // receive completes on that EP's recv EVD, and cq_read sets op.ep to the
+    // EP. A receive an EP took whose completion can no longer be reported
+    // (ep_close) goes back through srq_drop().
+    virtual DAT_RETURN srq_open(Srq &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
+    virtual void srq_close(Srq &) {}
+    virtual DAT_RETURN srq_post(Srq &, Op &, const Segment *, int) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
+
+    // Breaks the connection of a connected EP (dat_ep_set_watermark's hard
+    // watermark) and reports it with on_disconnected(ep, true). The kit may
+    // call it from inside on_established(): it must not block nor take a
+    // lock the transport holds around its callbacks; the break may happen
+    // later, from the transport's own thread.
+    virtual DAT_RETURN ep_break(Ep &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
 };
 
 // Creates the transport of a new IA from the dat.conf entry's ia_params.
@@ -288,6 +375,9 @@ void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT re
 // itself goes away with its own IA.
 void async_evd_borrow(Ia &ia, Evd &evd);
 void async_evd_return(Ia &ia);
+// Returns to its SRQ a receive record whose completion will never be
+// reported (its EP is being closed); see Transport::srq_open.
+void srq_drop(Op &op);
 
 // Provider registration for a plugin's dat_provider_init/fini.
 void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept;

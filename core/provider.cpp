@@ -163,11 +163,25 @@ void fill_provider_table(DAT_PROVIDER &p) {
     p.ep_reset_func = slot::ep_reset;
     p.ep_recv_query_func = slot::ep_recv_query;
     p.ep_set_watermark_func = slot::ep_set_watermark;
+    p.ep_create_with_srq_func = slot::ep_create_with_srq;
+    p.srq_create_func = slot::srq_create;
+    p.srq_free_func = slot::srq_free;
+    p.srq_post_recv_func = slot::srq_post_recv;
+    p.srq_query_func = slot::srq_query;
+    p.srq_resize_func = slot::srq_resize;
+    p.srq_set_lw_func = slot::srq_set_lw;
     p.lmr_create_func = slot::lmr_create;
     p.lmr_query_func = slot::lmr_query;
     p.lmr_free_func = slot::lmr_free;
     p.lmr_sync_rdma_read_func = slot::lmr_sync_rdma_read;
     p.lmr_sync_rdma_write_func = slot::lmr_sync_rdma_write;
+    p.rmr_create_func = slot::rmr_create;
+    p.rmr_create_for_ep_func = slot::rmr_create_for_ep;
+    p.rmr_query_func = slot::rmr_query;
+    p.rmr_bind_func = slot::rmr_bind;
+    p.rmr_free_func = slot::rmr_free;
+    p.ep_post_send_with_invalidate_func = slot::ep_post_send_with_invalidate;
+    p.ep_post_rdma_read_to_rmr_func = slot::ep_post_rdma_read_to_rmr;
     p.psp_create_func = slot::psp_create;
     p.psp_create_any_func = slot::psp_create_any;
     p.psp_query_func = slot::psp_query;
@@ -175,6 +189,15 @@ void fill_provider_table(DAT_PROVIDER &p) {
     p.pz_create_func = slot::pz_create;
     p.pz_query_func = slot::pz_query;
     p.pz_free_func = slot::pz_free;
+    p.cr_handoff_func = slot::cr_handoff;
+    p.rsp_create_func = slot::rsp_create;
+    p.rsp_query_func = slot::rsp_query;
+    p.rsp_free_func = slot::rsp_free;
+    p.csp_create_func = slot::csp_create;
+    p.csp_query_func = slot::csp_query;
+    p.csp_free_func = slot::csp_free;
+    p.ep_common_connect_func = slot::ep_common_connect;
+    p.ia_ha_related_func = slot::ia_ha_related;
 }
 
 void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept {

@@ -54,6 +54,17 @@ DAT_RETURN lmr_query(DAT_LMR_HANDLE, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM *);
 DAT_RETURN lmr_free(DAT_LMR_HANDLE);
 DAT_RETURN lmr_sync_rdma_read(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
 DAT_RETURN lmr_sync_rdma_write(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
+// rmr.cpp
+DAT_RETURN rmr_create(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
+DAT_RETURN rmr_create_for_ep(DAT_PZ_HANDLE, DAT_RMR_HANDLE *);
+DAT_RETURN rmr_query(DAT_RMR_HANDLE, DAT_RMR_PARAM_MASK, DAT_RMR_PARAM *);
+DAT_RETURN rmr_bind(DAT_RMR_HANDLE, DAT_LMR_HANDLE, const DAT_LMR_TRIPLET *, DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE,
+                    DAT_EP_HANDLE, DAT_RMR_COOKIE, DAT_COMPLETION_FLAGS, DAT_RMR_CONTEXT *);
+DAT_RETURN rmr_free(DAT_RMR_HANDLE);
+DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+                                        DAT_COMPLETION_FLAGS, DAT_BOOLEAN, DAT_RMR_CONTEXT);
+DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE, const DAT_RMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
+                                    DAT_COMPLETION_FLAGS);
 // ep.cpp
 DAT_RETURN ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
                      const DAT_EP_ATTR *, DAT_EP_HANDLE *);
@@ -62,14 +73,23 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, const DAT_EP_PARAM *);
 DAT_RETURN ep_get_status(DAT_EP_HANDLE, DAT_EP_STATE *, DAT_BOOLEAN *, DAT_BOOLEAN *);
 DAT_RETURN ep_free(DAT_EP_HANDLE);
 DAT_RETURN ep_reset(DAT_EP_HANDLE);
-DAT_RETURN ep_recv_query(DAT_EP_HANDLE, DAT_COUNT *, DAT_COUNT *);
-DAT_RETURN ep_set_watermark(DAT_EP_HANDLE, DAT_COUNT, DAT_COUNT);
 DAT_RETURN ep_post_send(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS);
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, DAT_COMPLETION_FLAGS);
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
                              DAT_COMPLETION_FLAGS);
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
                               DAT_COMPLETION_FLAGS);
+// srq.cpp (and the receive-side accounting of EPs)
+DAT_RETURN srq_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_SRQ_ATTR *, DAT_SRQ_HANDLE *);
+DAT_RETURN srq_free(DAT_SRQ_HANDLE);
+DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE);
+DAT_RETURN srq_query(DAT_SRQ_HANDLE, DAT_SRQ_PARAM_MASK, DAT_SRQ_PARAM *);
+DAT_RETURN srq_resize(DAT_SRQ_HANDLE, DAT_COUNT);
+DAT_RETURN srq_set_lw(DAT_SRQ_HANDLE, DAT_COUNT);
+DAT_RETURN ep_create_with_srq(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
+                              DAT_SRQ_HANDLE, const DAT_EP_ATTR *, DAT_EP_HANDLE *);
+DAT_RETURN ep_recv_query(DAT_EP_HANDLE, DAT_COUNT *, DAT_COUNT *);
+DAT_RETURN ep_set_watermark(DAT_EP_HANDLE, DAT_COUNT, DAT_COUNT);
 // cm.cpp
 DAT_RETURN ep_connect(DAT_EP_HANDLE, DAT_IA_ADDRESS_PTR, DAT_CONN_QUAL, DAT_TIMEOUT, DAT_COUNT, const DAT_PVOID,
                       DAT_QOS, DAT_CONNECT_FLAGS);
@@ -82,6 +102,15 @@ DAT_RETURN psp_free(DAT_PSP_HANDLE);
 DAT_RETURN cr_query(DAT_CR_HANDLE, DAT_CR_PARAM_MASK, DAT_CR_PARAM *);
 DAT_RETURN cr_accept(DAT_CR_HANDLE, DAT_EP_HANDLE, DAT_COUNT, const DAT_PVOID);
 DAT_RETURN cr_reject(DAT_CR_HANDLE, DAT_COUNT, const DAT_PVOID);
+DAT_RETURN cr_handoff(DAT_CR_HANDLE, DAT_CONN_QUAL);
+DAT_RETURN rsp_create(DAT_IA_HANDLE, DAT_CONN_QUAL, DAT_EP_HANDLE, DAT_EVD_HANDLE, DAT_RSP_HANDLE *);
+DAT_RETURN rsp_query(DAT_RSP_HANDLE, DAT_RSP_PARAM_MASK, DAT_RSP_PARAM *);
+DAT_RETURN rsp_free(DAT_RSP_HANDLE);
+DAT_RETURN csp_create(DAT_IA_HANDLE, DAT_COMM *, DAT_IA_ADDRESS_PTR, DAT_EVD_HANDLE, DAT_CSP_HANDLE *);
+DAT_RETURN csp_query(DAT_CSP_HANDLE, DAT_CSP_PARAM_MASK, DAT_CSP_PARAM *);
+DAT_RETURN csp_free(DAT_CSP_HANDLE);
+DAT_RETURN ep_common_connect(DAT_EP_HANDLE, DAT_IA_ADDRESS_PTR, DAT_TIMEOUT, DAT_COUNT, const DAT_PVOID);
+DAT_RETURN ia_ha_related(DAT_IA_HANDLE, const DAT_NAME_PTR, DAT_BOOLEAN *);
 } // namespace slot
 
 // Internal helpers shared between families.
@@ -89,6 +118,11 @@ void ep_release_all(Ep &ep);          // frees the EP (any state) for ia_close
 void psp_release(Psp &psp);           // for ia_close
 void cr_destroy(Cr &cr);
 void lmr_release(Lmr &lmr);
+void rmr_release(Rmr &rmr);           // unbinds and frees the RMR, for ia_close
+// A receive of a send with invalidate completed on `ep`: unbinds the RMR
+// of `context` in the EP's PZ, and when there was one, makes `event` a
+// DAT_DTO_RECEIVE_WITH_INVALIDATE naming it.
+void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
 void cno_release(Cno &cno);
 void cno_notify(Cno &cno, Evd &evd);  // an EVD linked to `cno` got an event

@@ -52,7 +52,7 @@ build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
      LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
      ctest_in "$out/asan" asan
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
-  && TSAN_OPTIONS=halt_on_error=1 ctest_in "$out/tsan" tsan -R "registry_test|dat_conf|registry_|Arena"
+  && TSAN_OPTIONS=halt_on_error=1 ctest_in "$out/tsan" tsan
 build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-60}" \
   && ctest_in "$out/fuzz" fuzz -V

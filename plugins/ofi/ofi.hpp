@@ -79,6 +79,11 @@ public:
 
     DAT_RETURN mr_register(kit::Lmr &lmr) override;
     void mr_deregister(kit::Lmr &lmr) override;
+    DAT_RETURN rmr_open(kit::Rmr &rmr) override;
+    void rmr_close(kit::Rmr &rmr) override;
+    DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
+                        DAT_MEM_PRIV_FLAGS privileges) override;
+    DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
 
     DAT_RETURN ep_open(kit::Ep &ep) override;
     void ep_close(kit::Ep &ep) override;
@@ -93,10 +98,19 @@ public:
     void cr_release(kit::Cr &cr) override;
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+    bool send_with_invalidate() const override;
+    DAT_RETURN srq_open(kit::Srq &srq) override;
+    void srq_close(kit::Srq &srq) override;
+    DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
+    DAT_RETURN ep_break(kit::Ep &ep) override;
 
 private:
     struct Request; // a connection request awaiting accept/reject
 
+    // Registers [addr, addr + len) with `access`; the key becomes *key (it
+    // must fit a 32-bit rmr_context).
+    DAT_RETURN register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
+                              DAT_RMR_CONTEXT *key);
     void cm_loop();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);
     void handle_cm_error();
@@ -106,6 +120,11 @@ private:
     void close_endpoint(OfiEp &oep); // cm_mu_ held
     OfiEp *ep_by_fid(const fid *f);
     fid_cq *cq_of(kit::Evd *evd);
+    // Completions of one libfabric queue; `taker` (an EP with an SRQ, whose
+    // own queue this is) becomes op.ep of each.
+    int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
+    int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
+    void close_srq_queue(OfiEp &oep); // the EP is closed: drops what its queue holds
 
     kit::Ia &ia_;
     Params params_;
@@ -120,7 +139,9 @@ private:
     sockaddr_storage addr_{};
 
     std::thread cm_thread_;
-    std::mutex cm_mu_;
+    // Recursive: the kit callbacks the CM thread makes under it (a connection
+    // request creating a provider Endpoint, refusing a request) call back in.
+    std::recursive_mutex cm_mu_;
     // libfabric contexts are ids, not pointers: an event for an endpoint that
     // was closed meanwhile finds nothing instead of freed memory.
     std::uint64_t next_id_ = 1;
@@ -138,6 +159,20 @@ private:
     };
     std::vector<WatchedCq> cqs_;
     void kick_progress(); // cm_mu_ held
+
+    // An EP that takes its receives from an SRQ (libfabric shared receive
+    // context) binds FI_RECV to a queue of its own: libfabric's completions
+    // do not say which endpoint took a buffer, the queue does. cq_read of
+    // the EP's recv EVD reads these queues too; the CM thread watches them.
+    struct SrqQueue {
+        fid_cq *cq;
+        kit::Ep *ep;
+        kit::Evd *evd; // ep's recv EVD when it last connected
+    };
+    std::mutex srq_queues_mu_; // taken under an EVD's lock, never the other way
+    std::vector<SrqQueue> srq_queues_;
+    std::size_t srq_next_ = 0; // round robin of read_srq_queues
+    std::atomic<int> srq_queue_count_{0};
 };
 
 struct OfiEp {
@@ -154,6 +189,8 @@ struct OfiEp {
     std::mutex pending_mu;
     kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
     bool shutdown_sent = false;
+    fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue)
+    std::atomic<bool> break_requested{false}; // ep_break: the CM thread breaks the connection
 };
 
 struct OfiPsp {

@@ -20,7 +20,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
     // The EVD's FIFO holds qlen events; the queue behind it must hold every
     // completion the EPs feeding it can have outstanding.
     attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
-    attr.format = FI_CQ_FORMAT_MSG;
+    attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a send with invalidate
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
     int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
@@ -30,7 +30,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
     }
     evd.cq = cq;
     {
-        std::lock_guard<std::mutex> lock(cm_mu_);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         cqs_.push_back({cq, &evd, false});
     }
     kit::signal_fd(wake_fd_); // the CM thread watches it from now on
@@ -39,7 +39,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
 
 void OfiTransport::cq_close(kit::Evd &evd) {
     if (evd.cq) {
-        std::lock_guard<std::mutex> lock(cm_mu_);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.cq == cq_ptr(evd); }),
                    cqs_.end());
         fi_close(&cq_ptr(evd)->fid);
@@ -48,24 +48,52 @@ void OfiTransport::cq_close(kit::Evd &evd) {
 }
 
 int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
-    fi_cq_msg_entry entries[32];
+    int n = read_queue(cq_ptr(evd), nullptr, out, max);
+    if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
+        n += read_srq_queues(evd, out + n, max - n);
+    return n;
+}
+
+int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {
+    std::lock_guard<std::mutex> lock(srq_queues_mu_);
+    const std::size_t count = srq_queues_.size();
+    const std::size_t first = count ? srq_next_++ % count : 0;
+    int n = 0;
+    for (std::size_t i = 0; i < count && n < max; ++i) {
+        SrqQueue &q = srq_queues_[(first + i) % count];
+        if (q.evd == &evd)
+            n += read_queue(q.cq, q.ep, out + n, max - n);
+    }
+    return n;
+}
+
+int OfiTransport::read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max) {
+    fi_cq_data_entry entries[32];
     max = std::min(max, 32);
-    ssize_t n = fi_cq_read(cq_ptr(evd), entries, static_cast<std::size_t>(max));
+    ssize_t n = fi_cq_read(cq, entries, static_cast<std::size_t>(max));
     if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) {
             out[i].op = static_cast<kit::Op *>(entries[i].op_context);
             out[i].status = DAT_DTO_SUCCESS;
             out[i].length = static_cast<std::uint32_t>(entries[i].len);
+            // Only a send with invalidate carries remote CQ data (see post()).
+            out[i].invalidate = (entries[i].flags & FI_REMOTE_CQ_DATA) != 0;
+            out[i].rmr_context = static_cast<DAT_RMR_CONTEXT>(entries[i].data);
+            if (taker)
+                out[i].op->ep = taker;
         }
         return static_cast<int>(n);
     }
     if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
-        if (fi_cq_readerr(cq_ptr(evd), &err, 0) != 1)
+        if (fi_cq_readerr(cq, &err, 0) != 1)
             return 0;
         out[0].op = static_cast<kit::Op *>(err.op_context);
+        if (taker && out[0].op)
+            out[0].op->ep = taker;
         out[0].status = to_dto_status(err.err);
         out[0].length = static_cast<std::uint32_t>(err.len);
+        out[0].invalidate = false;
         if (out[0].status != DAT_DTO_ERR_FLUSHED)
             DAT2_LOG(log::kGeneric, "%s: DTO failed: %s\n", ia_.name.c_str(), fi_text(err.err));
         return out[0].op ? 1 : 0;
@@ -92,17 +120,24 @@ bool OfiTransport::cq_arm(kit::Evd &evd) {
     return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
 }
 
-DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
-    std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
-    if (lmr.privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
+namespace {
+std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
+    std::uint64_t access = 0;
+    if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
         access |= FI_REMOTE_READ;
-    if (lmr.privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
+    if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
         access |= FI_REMOTE_WRITE;
+    return access;
+}
+} // namespace
+
+DAT_RETURN OfiTransport::register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **out,
+                                        DAT_RMR_CONTEXT *key_out) {
     fid_mr *mr = nullptr;
-    int rc = fi_mr_reg(domain_, reinterpret_cast<void *>(lmr.address), lmr.length, access, 0, 0, 0, &mr, nullptr);
+    int rc = fi_mr_reg(domain_, reinterpret_cast<void *>(addr), len, access, 0, 0, 0, &mr, nullptr);
     if (rc) {
-        DAT2_ERR("%s: registering %#lx+%lu: %s\n", ia_.name.c_str(), static_cast<unsigned long>(lmr.address),
-                 static_cast<unsigned long>(lmr.length), fi_text(rc));
+        DAT2_ERR("%s: registering %#lx+%lu: %s\n", ia_.name.c_str(), static_cast<unsigned long>(addr),
+                 static_cast<unsigned long>(len), fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
     }
     std::uint64_t key = fi_mr_key(mr);
@@ -113,9 +148,18 @@ DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
         fi_close(&mr->fid);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     }
+    *out = mr;
+    *key_out = static_cast<DAT_RMR_CONTEXT>(key);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
+    const std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | remote_access(lmr.privileges);
+    fid_mr *mr = nullptr;
+    if (DAT_RETURN r = register_range(lmr.address, lmr.length, access, &mr, &lmr.rmr_context))
+        return r;
     lmr.mr = mr;
     lmr.desc = fi_mr_desc(mr);
-    lmr.rmr_context = static_cast<DAT_RMR_CONTEXT>(key);
     return DAT_SUCCESS;
 }
 
@@ -124,6 +168,35 @@ void OfiTransport::mr_deregister(kit::Lmr &lmr) {
         fi_close(&static_cast<fid_mr *>(lmr.mr)->fid);
     lmr.mr = nullptr;
     lmr.desc = nullptr;
+}
+
+// Memory windows. libfabric has none: a window is a registration of its
+// own of the bound range, under a new provider key (tcp: 1, 2, 3..., never
+// reused) and with only the window's remote access, so the key of an
+// earlier binding, or of the LMR, opens nothing more. Unbinding closes it.
+// Not emulated: a window of DAT_RMR_SCOPE_EP is usable from any connection
+// to this IA, as a PZ is not checked remotely (see README.md).
+DAT_RETURN OfiTransport::rmr_open(kit::Rmr &) { return DAT_SUCCESS; }
+
+void OfiTransport::rmr_close(kit::Rmr &rmr) { rmr_unbind(rmr, nullptr); }
+
+DAT_RETURN OfiTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &, const kit::Lmr &, std::uintptr_t addr, DAT_VLEN len,
+                                  DAT_MEM_PRIV_FLAGS privileges) {
+    fid_mr *mr = nullptr;
+    DAT_RMR_CONTEXT key = 0;
+    if (DAT_RETURN r = register_range(addr, len, remote_access(privileges), &mr, &key))
+        return r;
+    rmr_unbind(rmr, nullptr);
+    rmr.tp = mr;
+    rmr.rmr_context = key;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *) {
+    if (rmr.tp)
+        fi_close(&static_cast<fid_mr *>(rmr.tp)->fid);
+    rmr.tp = nullptr;
+    return DAT_SUCCESS;
 }
 
 } // namespace dat2::ofi

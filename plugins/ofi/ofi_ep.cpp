@@ -4,7 +4,9 @@
 #include "ofi.hpp"
 
 #include "log.hpp"
+#include "srq.hpp"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstring>
 #include <unistd.h>
@@ -54,13 +56,75 @@ bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind, const
 }
 
 DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
-    auto *oep = new OfiEp;
+    fid_cq *srq_cq = nullptr;
+    if (ep.srq) {
+        if (static_cast<std::size_t>(ep.srq->users.load()) >= info_->domain_attr->max_ep_srx_ctx) {
+            DAT2_ERR("%s: the SRQ already serves %zu endpoints, the most libfabric shares a receive context with\n",
+                     ia_.name.c_str(), info_->domain_attr->max_ep_srx_ctx);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+        }
+        fi_cq_attr attr{};
+        attr.size = 256; // grows past this by itself (libfabric's overflow list)
+        attr.format = FI_CQ_FORMAT_DATA;
+        attr.wait_obj = FI_WAIT_FD;
+        if (int rc = fi_cq_open(domain_, &attr, &srq_cq, nullptr)) {
+            DAT2_ERR("%s: receive queue of an EP with an SRQ: fi_cq_open: %s\n", ia_.name.c_str(), fi_text(rc));
+            return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
+        }
+    }
+    OfiEp *oep;
+    try {
+        oep = new OfiEp;
+    } catch (...) {
+        if (srq_cq)
+            fi_close(&srq_cq->fid);
+        throw;
+    }
     oep->owner = &ep;
+    oep->srq_cq = srq_cq;
     ep.tp = oep;
-    std::lock_guard<std::mutex> lock(cm_mu_);
-    oep->id = next_id_++;
-    eps_[oep->id] = oep;
+    {
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+        oep->id = next_id_++;
+        eps_[oep->id] = oep;
+        if (srq_cq)
+            cqs_.push_back({srq_cq, ep.recv_evd, false});
+    }
+    if (srq_cq) {
+        {
+            std::lock_guard<std::mutex> lock(srq_queues_mu_);
+            srq_queues_.push_back({srq_cq, &ep, ep.recv_evd});
+        }
+        srq_queue_count_.fetch_add(1, std::memory_order_release);
+        kit::signal_fd(wake_fd_); // the CM thread watches the queue from now on
+    }
     return DAT_SUCCESS;
+}
+
+void OfiTransport::close_srq_queue(OfiEp &oep) {
+    fid_cq *cq = oep.srq_cq;
+    if (!cq)
+        return;
+    {
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+        cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.cq == cq; }),
+                   cqs_.end());
+    }
+    {
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        srq_queues_.erase(std::remove_if(srq_queues_.begin(), srq_queues_.end(),
+                                         [&](const SrqQueue &q) { return q.cq == cq; }),
+                          srq_queues_.end());
+    }
+    srq_queue_count_.fetch_sub(1, std::memory_order_release);
+    // The EP is going away: what it took from the SRQ and completed cannot be
+    // reported any more; the records go back to the SRQ.
+    kit::Completion c[32];
+    for (int n; (n = read_queue(cq, nullptr, c, 32)) > 0;)
+        for (int i = 0; i < n; ++i)
+            kit::srq_drop(*c[i].op);
+    fi_close(&cq->fid);
+    oep.srq_cq = nullptr;
 }
 
 void OfiTransport::close_endpoint(OfiEp &oep) {
@@ -70,6 +134,7 @@ void OfiTransport::close_endpoint(OfiEp &oep) {
     }
     oep.deadline = kit::Deadline::never();
     oep.shutdown_sent = false;
+    oep.break_requested = false;
     // A new id: events still queued for the old endpoint find nothing.
     eps_.erase(oep.id);
     oep.id = next_id_++;
@@ -81,22 +146,25 @@ void OfiTransport::ep_close(kit::Ep &ep) {
     if (!oep)
         return;
     {
-        std::lock_guard<std::mutex> lock(cm_mu_);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         close_endpoint(*oep);
         eps_.erase(oep->id);
     }
+    close_srq_queue(*oep);
     delete oep;
     ep.tp = nullptr;
 }
 
 void OfiTransport::ep_reset(kit::Ep &ep) {
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     close_endpoint(oep_of(ep));
 }
 
 DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
     kit::Ep &ep = *oep.owner;
     fid_ep *fep = nullptr;
+    if (ep.srq)
+        info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; // its receives come from the SRQ's context
     int rc = fi_endpoint(domain_, info, &fep, reinterpret_cast<void *>(static_cast<std::uintptr_t>(oep.id)));
     if (rc) {
         DAT2_ERR("%s: fi_endpoint: %s\n", ia_.name.c_str(), fi_text(rc));
@@ -106,10 +174,14 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
     if ((rc = fi_ep_bind(fep, &eq_->fid, 0)) == 0) {
         step = "bind send queue";
         if ((rc = fi_ep_bind(fep, &cq_of(ep.request_evd)->fid, FI_TRANSMIT)) == 0) {
-            step = "bind receive queue";
-            if ((rc = fi_ep_bind(fep, &cq_of(ep.recv_evd)->fid, FI_RECV)) == 0) {
-                step = "enable";
-                rc = fi_enable(fep);
+            step = "bind shared receive context";
+            if (!ep.srq || (rc = fi_ep_bind(fep, &static_cast<fid_ep *>(ep.srq->tp)->fid, 0)) == 0) {
+                step = "bind receive queue";
+                fid_cq *recv_cq = oep.srq_cq ? oep.srq_cq : cq_of(ep.recv_evd);
+                if ((rc = fi_ep_bind(fep, &recv_cq->fid, FI_RECV)) == 0) {
+                    step = "enable";
+                    rc = fi_enable(fep);
+                }
             }
         }
     }
@@ -119,6 +191,17 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     oep.ep = fep;
+    if (oep.srq_cq) {
+        // Its receives complete on the recv EVD it has now (dat_ep_modify may
+        // have changed it since the EP was created).
+        for (WatchedCq &w : cqs_)
+            if (w.cq == oep.srq_cq)
+                w.evd = ep.recv_evd;
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        for (SrqQueue &q : srq_queues_)
+            if (q.cq == oep.srq_cq)
+                q.evd = ep.recv_evd;
+    }
     // Receives posted while unconnected go in first, in posting order.
     std::lock_guard<std::mutex> lock(oep.pending_mu);
     for (auto &p : oep.pending) {
@@ -171,7 +254,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
     }
     unsigned char buf[512];
     std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf);
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r = make_endpoint(oep, cinfo);
     if (r == DAT_SUCCESS) {
@@ -193,7 +276,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
 
 DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool graceful) {
     (void)graceful; // tcp delivers what was queued before the FIN either way
-    std::unique_lock<std::mutex> lock(cm_mu_);
+    std::unique_lock<std::recursive_mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_EP_STATE s = ep.state.load();
     if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING || s == DAT_EP_STATE_COMPLETION_PENDING || !oep.ep) {
@@ -243,7 +326,7 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     }
     auto *opsp = new OfiPsp;
     opsp->owner = &psp;
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     opsp->id = next_id_++;
     const char *step = "fi_passive_ep";
     rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, reinterpret_cast<void *>(static_cast<std::uintptr_t>(opsp->id)));
@@ -281,7 +364,7 @@ void OfiTransport::psp_close(kit::Psp &psp) {
     auto *opsp = static_cast<OfiPsp *>(psp.tp);
     if (!opsp)
         return;
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     psps_.erase(opsp->id);
     fi_close(&opsp->pep->fid);
     delete opsp;
@@ -294,7 +377,7 @@ DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[512];
     std::size_t len = frame_cm_data(kCmAccept, pdata, pdata_len, buf);
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r = make_endpoint(oep, info);
     if (r != DAT_SUCCESS)
@@ -318,7 +401,7 @@ DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdat
     std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
     {
-        std::lock_guard<std::mutex> lock(cm_mu_);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         auto *opsp = cr.psp ? static_cast<OfiPsp *>(cr.psp->tp) : nullptr;
         if (opsp) {
             int rc = fi_reject(opsp->pep, info->handle, buf, len);
@@ -336,6 +419,61 @@ DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdat
 void OfiTransport::cr_release(kit::Cr &cr) {
     if (cr.tp)
         reject(cr, nullptr, 0);
+}
+
+// Shared receive queues: libfabric shared receive contexts. Receives still
+// queued when one closes are dropped without completions (no queue is bound
+// to the context itself); the kit takes their records back.
+DAT_RETURN OfiTransport::srq_open(kit::Srq &srq) {
+    fi_rx_attr attr = *info_->rx_attr;
+    attr.size = static_cast<std::size_t>(ia_.max_srq_recvs);
+    fid_ep *srx = nullptr;
+    if (int rc = fi_srx_context(domain_, &attr, &srx, nullptr)) {
+        DAT2_ERR("%s: fi_srx_context(size %zu): %s\n", ia_.name.c_str(), attr.size, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
+    }
+    srq.tp = srx;
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::srq_close(kit::Srq &srq) {
+    if (srq.tp)
+        fi_close(&static_cast<fid_ep *>(srq.tp)->fid);
+    srq.tp = nullptr;
+}
+
+DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    for (int i = 0; i < nsegs; ++i) {
+        iov[i].iov_base = segs[i].addr;
+        iov[i].iov_len = segs[i].length;
+        desc[i] = segs[i].desc;
+    }
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = static_cast<std::size_t>(nsegs);
+    msg.context = &op;
+    ssize_t rc = fi_recvmsg(static_cast<fid_ep *>(srq.tp), &msg, FI_COMPLETION);
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    DAT2_ERR("%s: posting a receive to an SRQ: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+// The CM thread breaks the connection (check_deadlines): the kit may ask
+// from inside on_established().
+DAT_RETURN OfiTransport::ep_break(kit::Ep &ep) {
+    oep_of(ep).break_requested = true;
+    kit::signal_fd(wake_fd_);
+    return DAT_SUCCESS;
+}
+
+bool OfiTransport::send_with_invalidate() const {
+    return info_->domain_attr->cq_data_size >= sizeof(DAT_RMR_CONTEXT);
 }
 
 DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
@@ -369,7 +507,18 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         msg.desc = desc;
         msg.iov_count = static_cast<std::size_t>(nsegs);
         msg.context = &op;
-        rc = kind == kit::PostKind::kSend ? fi_sendmsg(fep, &msg, FI_COMPLETION) : fi_recvmsg(fep, &msg, FI_COMPLETION);
+        if (kind == kit::PostKind::kRecv) {
+            rc = fi_recvmsg(fep, &msg, FI_COMPLETION);
+            break;
+        }
+        std::uint64_t op_flags = FI_COMPLETION;
+        if (remote) {
+            // Send with invalidate: the context travels as remote CQ data,
+            // which nothing else we send carries (see cq_read).
+            msg.data = remote->rmr_context;
+            op_flags |= FI_REMOTE_CQ_DATA;
+        }
+        rc = fi_sendmsg(fep, &msg, op_flags);
         break;
     }
     default: {

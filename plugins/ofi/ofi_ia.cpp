@@ -169,6 +169,27 @@ DAT_RETURN OfiTransport::open() {
         std::min<std::size_t>({info_->tx_attr->iov_limit, info_->rx_attr->iov_limit, std::size_t(kit::kMaxIov)}));
     ia_.max_private_data =
         static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size - sizeof(CmHeader)));
+    // SRQs are shared receive contexts; the largest one the provider makes is
+    // the SRQ capacity. libfabric does not say where a receive of a shared
+    // context completes: the kit needs it on the queue of the endpoint that
+    // took the buffer (SrqQueue), which tcp and net do (tested). Others get
+    // no SRQs until tested (sockets routes them so in a plain libfabric test,
+    // but its progress thread crashes under the conformance suites, SRQ or not).
+    const std::string prov = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "";
+    const bool srx_completes_per_endpoint = prov == "tcp" || prov == "net";
+    for (std::size_t size = kit::kMaxDtos; srx_completes_per_endpoint && size > 0; size /= 2) {
+        fi_rx_attr rx = *info_->rx_attr;
+        rx.size = size;
+        fid_ep *probe = nullptr;
+        rc = fi_srx_context(domain_, &rx, &probe, nullptr);
+        if (rc == 0) {
+            fi_close(&probe->fid);
+            ia_.max_srq_recvs = static_cast<DAT_COUNT>(size);
+            break;
+        }
+        if (rc != -FI_EINVAL)
+            break;
+    }
     cm_thread_ = std::thread([this] { cm_loop(); });
     char text[INET6_ADDRSTRLEN] = "?";
     const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
@@ -219,7 +240,13 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_rdma_size = a.max_message_size;
     a.max_rdma_read_in = 64;
     a.max_rdma_read_out = 64;
+    // A bound window is one more registration of the domain (ofi_cq.cpp).
+    const std::size_t mr_count = info_->domain_attr->mr_cnt;
+    a.max_rmrs = mr_count ? static_cast<DAT_COUNT>(std::min<std::size_t>(mr_count, kit::kMaxRmrs)) : kit::kMaxRmrs;
     a.max_rmr_target_address = ~DAT_VADDR(0);
+    if (ia_.max_srq_recvs) // SRQs: shared receive contexts (open())
+        a.max_ep_per_srq = static_cast<DAT_COUNT>(
+            std::min<std::size_t>(info_->domain_attr->max_ep_srx_ctx, static_cast<std::size_t>(a.max_eps)));
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_FALSE;
@@ -240,7 +267,7 @@ void OfiTransport::cm_loop() {
         int timeout_ms = -1;
         bool busy = false;
         {
-            std::lock_guard<std::mutex> lock(cm_mu_);
+            std::lock_guard<std::recursive_mutex> lock(cm_mu_);
             for (auto &[id, oep] : eps_) {
                 timeout_ms = kit::min_poll_ms(timeout_ms, oep->deadline.poll_ms());
                 // tcp's wait objects do not report socket writability and it
@@ -273,7 +300,7 @@ void OfiTransport::cm_loop() {
         if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS)
             ready = ::poll(fds.data(), fds.size(), timeout_ms);
         {
-            std::lock_guard<std::mutex> lock(cm_mu_);
+            std::lock_guard<std::recursive_mutex> lock(cm_mu_);
             kick_progress();
             if (ready == 0)
                 for (WatchedCq &w : cqs_)
@@ -321,9 +348,20 @@ void OfiTransport::kick_progress() {
 void OfiTransport::check_deadlines() {
     std::vector<kit::Ep *> expired;
     std::vector<kit::Ep *> forced;
+    std::vector<kit::Ep *> broken;
     {
-        std::lock_guard<std::mutex> lock(cm_mu_);
+        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         for (auto &[id, oep] : eps_) {
+            // ep_break: shut down now, report the connection broken.
+            if (oep->break_requested.exchange(false) && oep->ep) {
+                DAT_EP_STATE s = oep->owner->state.load();
+                if (s == DAT_EP_STATE_CONNECTED || s == DAT_EP_STATE_DISCONNECT_PENDING) {
+                    fi_shutdown(oep->ep, 0);
+                    oep->deadline = kit::Deadline::never();
+                    broken.push_back(oep->owner);
+                    continue;
+                }
+            }
             if (!oep->deadline.expired())
                 continue;
             oep->deadline = kit::Deadline::never();
@@ -341,6 +379,8 @@ void OfiTransport::check_deadlines() {
         }
         for (kit::Ep *ep : forced)
             kit::on_disconnected(*ep, false);
+        for (kit::Ep *ep : broken)
+            kit::on_disconnected(*ep, true);
     }
 }
 
@@ -361,7 +401,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     const unsigned char *pdata = nullptr;
     std::size_t pdata_len = 0;
     unframe_cm_data(data, data_len, 0, pdata, pdata_len);
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     switch (event) {
     case FI_CONNREQ: {
         OfiPsp *opsp = nullptr;
@@ -408,7 +448,7 @@ void OfiTransport::handle_cm_error() {
     ssize_t n = fi_eq_readerr(eq_, &err, 0);
     if (n < 0)
         return;
-    std::lock_guard<std::mutex> lock(cm_mu_);
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     OfiEp *oep = err.fid ? ep_by_fid(err.fid) : nullptr;
     if (!oep) {
         DAT2_LOG(log::kGeneric, "%s: event queue error %s for a closed object\n", ia_.name.c_str(),

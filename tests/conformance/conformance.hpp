@@ -32,8 +32,6 @@ std::string ret_text(DAT_RETURN r);
 // so the skip names what is missing; it is never a reason to pass.
 inline constexpr const char *kGapRsp =
     "known gap, issue 4: Reserved Service Points (dat_rsp_create) are not implemented yet";
-inline constexpr const char *kGapRmr =
-    "known gap, issue 4: RMRs are not implemented yet (the IA reports max_rmrs 0)";
 inline constexpr const char *kGapPspProvider =
     "known gap, issue 4: DAT_PSP_PROVIDER_FLAG (Endpoints created by the provider for a PSP) is not supported yet";
 inline constexpr const char *kGapRemotePz =

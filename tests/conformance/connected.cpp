@@ -560,6 +560,55 @@ bool ConnectedTest::provider_supports(DAT_COMPLETION_FLAGS flags) {
     return (pa.completion_flags_supported & flags) == flags;
 }
 
+void ConnectedTest::expect_rdma_refused(bool write, Buffer &local, size_t local_off, const DAT_RMR_TRIPLET &remote,
+                                        unsigned char target_seed, size_t target_pat_off, bool must_break) {
+    constexpr unsigned char kSourceSeed = 0x5E; // what the initiator tries to write
+    ASSERT_NE(target_seed, kSourceSeed);
+    const DAT_UINT64 ck = 0x5EC0000000000000ull | remote.segment_length;
+    DAT_LMR_TRIPLET l = local.iov(local_off, remote.segment_length);
+    DAT_RETURN r;
+    if (write) {
+        local.fill(kSourceSeed);
+        r = dat_ep_post_rdma_write(client.ep, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG);
+    } else {
+        local.fill_byte(0);
+        r = dat_ep_post_rdma_read(client.ep, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG);
+    }
+    if (r != DAT_SUCCESS) {
+        // dat_ep_post_rdma_write/read(3DAT) allow a synchronous refusal:
+        // DAT_PROTECTION_VIOLATION, DAT_PRIVILEGES_VIOLATION, DAT_LENGTH_ERROR.
+        auto t = DAT_GET_TYPE(r);
+        EXPECT_TRUE(t == DAT_PROTECTION_VIOLATION || t == DAT_PRIVILEGES_VIOLATION || t == DAT_LENGTH_ERROR)
+            << "post returned " << ret_text(r);
+        return;
+    }
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "the RDMA operation never completed";
+    const auto &d = ev.event_data.dto_completion_event_data;
+    EXPECT_EQ(d.user_cookie.as_64, ck);
+    if (d.status == DAT_DTO_SUCCESS) {
+        DAT_EVENT cev{};
+        bool broke = wait_connection_end(client.conn_evd, &cev, 2'000'000);
+        ADD_FAILURE() << "the RDMA " << (write ? "Write" : "Read")
+                      << " the target must refuse completed with DAT_DTO_SUCCESS"
+                      << (broke ? " (the connection then broke: " + event_text(cev) + ")"
+                                : " and the connection stayed up");
+    }
+    if (d.status != DAT_DTO_SUCCESS && (must_break || d.status != DAT_DTO_ERR_REMOTE_ACCESS)) {
+        DAT_EVENT cev{};
+        EXPECT_TRUE(wait_connection_end(client.conn_evd, &cev))
+            << "the RDMA completed with " << dto_status_name(d.status)
+            << (must_break ? "; the connection must break"
+                           : ", not DAT_DTO_ERR_REMOTE_ACCESS, and the connection did not break");
+    }
+    if (!write && d.status != DAT_DTO_SUCCESS) {
+        // A failed Read leaves the local buffer undefined, but it must not
+        // hold the target's data.
+        EXPECT_NE(local.mismatch(local_off, remote.segment_length, target_seed, target_pat_off), -1)
+            << "the refused RDMA Read delivered the target's memory";
+    }
+}
+
 // ---- ChildPeer ----------------------------------------------------------------
 
 namespace {

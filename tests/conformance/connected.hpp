@@ -213,6 +213,19 @@ protected:
     void sync_rdma_read(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len);
     void sync_rdma_write(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len);
 
+    // Posts an RDMA Write (`write`) or Read on client.ep between `local`, from
+    // `local_off`, and `remote`, and judges it as one the target must refuse
+    // (security_test, rmr_test). The post itself may refuse it
+    // (DAT_PROTECTION_VIOLATION, DAT_PRIVILEGES_VIOLATION, DAT_LENGTH_ERROR);
+    // posted, it must complete with an error -- DAT_DTO_ERR_REMOTE_ACCESS, or
+    // any error with the client's connection broken (always broken when
+    // `must_break`) -- never succeed. A refused Read must not bring back the
+    // target's pattern (Buffer::fill(target_seed), counted from
+    // `target_pat_off` at remote.virtual_address). The caller checks that the
+    // target memory is unchanged.
+    void expect_rdma_refused(bool write, Buffer &local, size_t local_off, const DAT_RMR_TRIPLET &remote,
+                             unsigned char target_seed, size_t target_pat_off, bool must_break = false);
+
     std::string ia_name;
     Side server, client;
     bool lmr_sync_req = false;

@@ -17,7 +17,6 @@ namespace {
 
 constexpr DAT_MEM_PRIV_FLAGS priv(int f) { return static_cast<DAT_MEM_PRIV_FLAGS>(f); }
 constexpr unsigned char kTargetSeed = 0xC3; // the target's memory, which must not change
-constexpr unsigned char kSourceSeed = 0x5E; // what the initiator tries to write
 constexpr size_t kPage = 4096;
 
 class SecurityTest : public ConnectedTest {
@@ -44,57 +43,13 @@ protected:
         sync_rdma_write(server.ia.ia, target, 0, target.size);
     }
 
-    DAT_RETURN post(bool write, const DAT_RMR_TRIPLET &remote, DAT_UINT64 ck) {
-        DAT_LMR_TRIPLET l = local.iov(kPage, remote.segment_length);
-        if (write) {
-            local.fill(kSourceSeed);
-            return dat_ep_post_rdma_write(client.ep, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG);
-        }
-        local.fill_byte(0);
-        return dat_ep_post_rdma_read(client.ep, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG);
-    }
-
-    // The verdict on one refused RDMA operation. `must_break`: the man page
-    // says the connection breaks whatever the status (freed LMR).
+    // The verdict on one refused RDMA operation (ConnectedTest::expect_rdma_refused),
+    // and the target memory unchanged. `must_break`: the man page says the
+    // connection breaks whatever the status (freed LMR).
     void expect_refused(bool write, const DAT_RMR_TRIPLET &remote, bool must_break = false) {
-        const DAT_UINT64 ck = 0x5EC0000000000000ull | remote.segment_length;
-        DAT_RETURN r = post(write, remote, ck);
-        if (r != DAT_SUCCESS) {
-            // dat_ep_post_rdma_write/read(3DAT) allow a synchronous refusal:
-            // DAT_PROTECTION_VIOLATION, DAT_PRIVILEGES_VIOLATION, DAT_LENGTH_ERROR.
-            auto t = DAT_GET_TYPE(r);
-            EXPECT_TRUE(t == DAT_PROTECTION_VIOLATION || t == DAT_PRIVILEGES_VIOLATION || t == DAT_LENGTH_ERROR)
-                << "post returned " << ret_text(r);
-        } else {
-            DAT_EVENT ev{};
-            ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "the RDMA operation never completed";
-            const auto &d = ev.event_data.dto_completion_event_data;
-            EXPECT_EQ(d.user_cookie.as_64, ck);
-            if (d.status == DAT_DTO_SUCCESS) {
-                DAT_EVENT cev{};
-                bool broke = wait_connection_end(client.conn_evd, &cev, 2'000'000);
-                ADD_FAILURE() << "the RDMA " << (write ? "Write" : "Read")
-                              << " the target must refuse completed with DAT_DTO_SUCCESS"
-                              << (broke ? " (the connection then broke: " + event_text(cev) + ")"
-                                        : " and the connection stayed up");
-            }
-            if (d.status != DAT_DTO_SUCCESS && (must_break || d.status != DAT_DTO_ERR_REMOTE_ACCESS)) {
-                DAT_EVENT cev{};
-                EXPECT_TRUE(wait_connection_end(client.conn_evd, &cev))
-                    << "the RDMA completed with " << dto_status_name(d.status)
-                    << (must_break ? "; the connection must break"
-                                   : ", not DAT_DTO_ERR_REMOTE_ACCESS, and the connection did not break");
-            }
-            if (!write && d.status != DAT_DTO_SUCCESS) {
-                // A failed Read leaves the local buffer undefined, but it must not
-                // hold the target's data.
-                EXPECT_NE(local.mismatch(kPage, remote.segment_length, kTargetSeed,
-                                         static_cast<size_t>(remote.virtual_address -
-                                                             reinterpret_cast<uintptr_t>(target.data))),
-                          -1)
-                    << "the refused RDMA Read delivered the target's memory";
-            }
-        }
+        ASSERT_NO_FATAL_FAILURE(expect_rdma_refused(
+            write, local, kPage, remote, kTargetSeed,
+            static_cast<size_t>(remote.virtual_address - reinterpret_cast<uintptr_t>(target.data)), must_break));
         expect_target_unchanged();
         // Give a late placement the chance to show.
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -1,7 +1,7 @@
 #!/bin/bash
-# Unmodified peer programs (Debian's dapl2-utils: dtest, dtestcm, dapltest)
-# run server and client over our libfabric plugin on loopback, and the test
-# judges what they print (dapltest exits 0 even when a test fails).
+# Unmodified peer programs (Debian's dapl2-utils: dtest, dtestcm, dtestsrq,
+# dapltest) run server and client over our libfabric plugin on loopback, and
+# the test judges what they print (dapltest exits 0 even when a test fails).
 #
 #   dapl_peers.sh <build lib dir> <ours|ofed> [case]
 #
@@ -10,7 +10,7 @@
 #         named relatively in dat.conf (our registry resolves it beside libdat2)
 #   ofed  OFED's libdat2 (/usr/lib/x86_64-linux-gnu/libdat2.so.2) + our plugin,
 #         named by absolute path (OFED's registry needs one)
-# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm
+# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq
 #        dapltest-T-SR dapltest-T-RR dapltest-T-RW dapltest-T-V
 #        dapltest-P-RW dapltest-P-RR dapltest-Q
 # Performance cases print "RESULT <case> <number> <unit>".
@@ -29,7 +29,7 @@ addr=127.0.0.1
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 plugin=$libdir/libdat2_ofi.so
 [ -e "$plugin" ] || fail "$plugin missing (build the ofi plugin)"
-for p in dtest dtestcm dapltest stdbuf ss timeout; do
+for p in dtest dtestcm dtestsrq dapltest stdbuf ss timeout; do
     command -v $p >/dev/null || fail "$p not installed (dtest/dtestcm/dapltest: apt-get install dapl2-utils)"
 done
 
@@ -189,6 +189,26 @@ run_dtestcm() {
     echo "RESULT $case ${cps% *} conn/s"
 }
 
+# ---- dtestsrq ------------------------------------------------------------------
+# Both sides take every receive from one SRQ shared by all their connections;
+# each message is checked (data, order per connection) and its buffer posted
+# back to the SRQ; after each disconnect a side waits (without timeout) for
+# an asynchronous event naming the EP (OFED's "last WQE reached"). The
+# server listens on 45248. -b: there is no DAT_IB_TRANSPORT_MTU attribute.
+run_dtestsrq() {
+    local n=8 args="-b 4096 -c 8 -B 4 -t 10"
+    start_server 45248 dtestsrq -P "$ia" -s $args
+    run_client 60 dtestsrq -P "$ia" -h $addr $args
+    wait_server_exit 20 || stacks=1 verdict_fail "dtestsrq server still running 20 s after the client ended"
+    need "$sout" "ALL $n CONNECTED on server" "server did not report 'ALL $n CONNECTED on server!'"
+    need "$cout" "ALL $n CONNECTED on client" "client did not report 'ALL $n CONNECTED on client!'"
+    need "$sout" "DAPL RC SRQ Test Complete\." "server did not print 'DAPL RC SRQ Test Complete.'"
+    need "$cout" "DAPL RC SRQ Test Complete\." "client did not print 'DAPL RC SRQ Test Complete.'"
+    refuse "$sout" "$bad_lines" "server reports"
+    refuse "$cout" "$bad_lines" "client reports"
+    echo "ok: dtestsrq $args: both sides 'DAPL RC SRQ Test Complete.'"
+}
+
 # ---- dapltest --------------------------------------------------------------------
 dapltest_server() {
     start_server 62000 dapltest -T S -D "$ia"
@@ -251,6 +271,7 @@ dtest-c) run_dtest "-c -B 100"; result_bidir ;;
 dtest-W) run_dtest "-W -B 1000"; result_pingpong ;;
 dtest-D) run_dtest "-D -b 65536 -B 100"; result_pingpong ;;
 dtestcm) run_dtestcm ;;
+dtestsrq) run_dtestsrq ;;
 dapltest-T-SR) run_transaction "-i 1000 -t 1 -w 1" "client SR 256 server SR 256" ;;
 dapltest-T-RR) run_transaction "-i 500 -t 1 -w 1" "client RR 4096 client SR 256 server RR 4096 server SR 256" ;;
 dapltest-T-RW) run_transaction "-i 500 -t 1 -w 1" "client RW 4096 1 client SR 256 server RW 4096 1 server SR 256" ;;
