@@ -42,6 +42,7 @@ Op *take_locked(Srq &srq) {
     Op *op = srq.free_ops;
     srq.free_ops = op->next_free;
     ++srq.posted;
+    op->seq = srq.next_seq++;
     return op;
 }
 
@@ -70,13 +71,7 @@ void post_low_watermark(Srq &srq) {
 
 // A crossing that could not be reported where it happened (srq_op_done).
 void post_pending_low_watermark(Srq &srq) {
-    bool fire;
-    {
-        std::lock_guard<std::mutex> lock(srq.mu);
-        fire = srq.lw_pending;
-        srq.lw_pending = false;
-    }
-    if (fire)
+    if (srq.lw_pending.load(std::memory_order_relaxed) && srq.lw_pending.exchange(false))
         post_low_watermark(srq);
 }
 
@@ -143,7 +138,7 @@ void srq_op_done(Op &op) {
         give_back_locked(srq, op);
         fire = low_watermark_crossed_locked(srq);
         if (fire && held && (held->flags & DAT_EVD_ASYNC_FLAG)) {
-            srq.lw_pending = true;
+            srq.lw_pending.store(true);
             fire = false;
         }
     }
@@ -315,10 +310,6 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE srq_handle, DAT_COUNT n, DAT_LMR_TRIPLET
         op->cookie = cookie;
         op->length = static_cast<std::uint32_t>(total);
         op->ep = nullptr;
-        {
-            std::lock_guard<std::mutex> lock(srq->mu);
-            op->seq = srq->next_seq++;
-        }
         op->state.store(Op::kPosted, std::memory_order_release);
         DAT_RETURN r = srq->ia->transport->srq_post(*srq, *op, segs, nsegs);
         if (r != DAT_SUCCESS) {

@@ -24,14 +24,15 @@ struct Srq : ObjectHeader {
     DAT_COUNT max_recv_iov = 1;
     std::atomic<int> users{0}; // EPs created with it
     void *tp = nullptr;        // the transport's shared receive context
+    // The low watermark was crossed where its event could not be posted
+    // (under the lock of an EVD that is also the async EVD): the next call
+    // on the SRQ posts it.
+    std::atomic<bool> lw_pending{false};
 
     std::mutex mu; // everything below
     DAT_COUNT max_recv_dtos = 0;
     DAT_COUNT low_watermark = DAT_SRQ_LW_DEFAULT;
     bool lw_armed = false;
-    // The watermark was crossed where its event could not be posted (under
-    // the lock of an EVD that is also the async EVD): posted by the next call.
-    bool lw_pending = false;
     // Receive records. A transport holds &op while one is posted, so they
     // never move: dat_srq_resize adds records, a shrink only lowers the limit.
     std::deque<Op> ops;

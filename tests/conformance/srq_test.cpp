@@ -467,6 +467,12 @@ TEST_P(SrqTest, EpWithSrqTakesNoReceivesOfItsOwn) {
     ASSERT_DAT_OK(server.register_buffer(b, kMsg));
     DAT_LMR_TRIPLET t = b.iov(0, kMsg);
     EXPECT_DAT_ERR(dat_ep_post_recv(ep, 1, &t, cookie(1), DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_STATE, 0);
+    // Its receives complete on its recv EVD: dat_ep_modify cannot take it away.
+    DAT_EP_PARAM none{};
+    none.recv_evd_handle = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_ep_modify(ep, DAT_EP_FIELD_RECV_EVD_HANDLE, &none), DAT_INVALID_PARAMETER, 0);
+    ASSERT_DAT_OK(dat_ep_query(ep, DAT_EP_FIELD_RECV_EVD_HANDLE, &p));
+    EXPECT_EQ(p.recv_evd_handle, server.recv_evd);
     // dat_srq_free(3DAT): not while an EP uses it.
     EXPECT_DAT_ERR(dat_srq_free(srq), DAT_INVALID_STATE, DAT_INVALID_STATE_SRQ_IN_USE);
     ASSERT_DAT_OK(free_ep(ep));
