@@ -47,7 +47,7 @@ build() { # dir label cmake-args...
 
 start=$(date +%s)
 build "$out/plain" plain && ctest_in "$out/plain" plain
-# intercept_send=0: ASan checks a sendmsg buffer after the call returned; by
+# intercept_send=0 (ASan and TSan): the sanitizer checks a sendmsg buffer after the call returned; by
 # then the peer IA in the same process has the data and the test may have
 # freed the buffer (a false use-after-free; the data was sent intact).
 build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
@@ -55,7 +55,8 @@ build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
      LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
      ctest_in "$out/asan" asan
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
-  && TSAN_OPTIONS=halt_on_error=1 ctest_in "$out/tsan" tsan
+  && echo "[tsan] PeerDeathTest and DtoStoppedPeerTest run in plain and asan only: they fork a peer process after threads exist, which TSan cannot follow" \
+  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0 ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest"
 build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-60}" \
   && ctest_in "$out/fuzz" fuzz -V
