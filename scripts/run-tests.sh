@@ -65,7 +65,8 @@ grep -hE "stat::number_of_executed_units|Done [0-9]+ runs" "$out"/fuzz.ctest.log
 # Real verbs: Soft-RoCE (rdma_rxe) in a qemu VM the harness boots; a VM that
 # cannot boot fails the run (tests/vm/README.md).
 echo "[vm] rxe0 smoke: perftest, rping, OFED dtest/dapltest (tests/vm/vm-smoke.sh)"
-if bash "$top/tests/vm/rxe-vm.sh" -- bash "$top/tests/vm/vm-smoke.sh" >"$out/vm-smoke.log" 2>&1; then
+# --rw: the checkout may live under /tmp, which the guest has its own of.
+if bash "$top/tests/vm/rxe-vm.sh" --rw "$top" -- bash "$top/tests/vm/vm-smoke.sh" >"$out/vm-smoke.log" 2>&1; then
   passed=$((passed + 1)); grep -E "^vm-smoke:" "$out/vm-smoke.log" | tail -1 | sed 's/^/[vm] /'
 else
   failed=$((failed + 1)); failures+=("vm-smoke"); tail -n 60 "$out/vm-smoke.log"
