@@ -150,8 +150,16 @@ run_dtest() {
     wait_server_exit 20 || verdict_fail "dtest server still running 20 s after the client ended"
     need "$sout" "DAPL Test Complete\. PASSED" "server did not print 'DAPL Test Complete. PASSED'"
     need "$cout" "DAPL Test Complete\. PASSED" "client did not print 'DAPL Test Complete. PASSED'"
-    refuse "$sout" "$bad_lines" "server reports"
-    refuse "$cout" "$bad_lines" "client reports"
+    local s=$sout c=$cout
+    if [[ " $args " == *" -c "* ]]; then
+        # dtest -c waits on one CNO that both DTO EVDs feed; its collect_event
+        # says the CNO "could return EVD's in any order", retries, and prints
+        # this when the CNO woke for the other EVD (its completion came first).
+        grep -v "WARNING: CNO notification: without EVD?" "$sout" >"$tmp/server.cno"; s=$tmp/server.cno
+        grep -v "WARNING: CNO notification: without EVD?" "$cout" >"$tmp/client.cno"; c=$tmp/client.cno
+    fi
+    refuse "$s" "$bad_lines" "server reports"
+    refuse "$c" "$bad_lines" "client reports"
     echo "ok: dtest $args: both sides 'DAPL Test Complete. PASSED'"
 }
 # "RDMA write PingPong: (1000 x 1) Total 183919.91 us: latency 91.96 us, BW 0.01 MB/s"
