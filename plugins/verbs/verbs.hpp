@@ -103,6 +103,19 @@ public:
     void cr_release(kit::Cr &cr) override;
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+    bool send_with_invalidate() const override { return mw_supported_; }
+
+    DAT_RETURN rmr_open(kit::Rmr &rmr) override;
+    void rmr_close(kit::Rmr &rmr) override;
+    DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
+                        DAT_MEM_PRIV_FLAGS privileges) override;
+    DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
+
+    DAT_RETURN ep_break(kit::Ep &ep) override;
+
+    DAT_RETURN srq_open(kit::Srq &srq) override;
+    void srq_close(kit::Srq &srq) override;
+    DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
 
 private:
     // ---- IA (verbs_ia.cpp)
@@ -138,6 +151,7 @@ private:
     void qp_error(VerbsEp &vep);
     ibv_pd *pd_acquire(kit::Pz *pz);
     void pd_release(kit::Pz *pz);
+    ibv_pd *pd_of(kit::Pz *pz); // held by a user already
     VerbsCq *cq_of(kit::Evd *evd) { return evd && evd->cq ? static_cast<VerbsCq *>(evd->cq) : null_cq_; }
     bool cq_commit(VerbsCq &cq, int depth); // more room for `depth` work requests
     int translate(const ibv_wc &wc, kit::Completion &out);
@@ -155,6 +169,8 @@ private:
     rdma_event_channel *channel_ = nullptr;
     VerbsCq *null_cq_ = nullptr; // for an EP without an EVD in one direction
     std::uint32_t max_inline_ = 0;
+    bool mw_supported_ = false; // type 2B memory windows (RMRs, send with invalidate)
+    unsigned wc_with_inv_ = IBV_WC_WITH_INV; // the wc_flags bit of a receive that invalidated
     int wake_fd_ = -1; // eventfd: wakes the CM thread (deadline, broken EP, stop)
     std::atomic<bool> stopping_{false};
 
@@ -171,6 +187,12 @@ private:
     std::map<std::uint64_t, Request *> requests_;
     std::vector<rdma_cm_id *> doomed_ids_; // CM thread: destroyed after the ack
     std::atomic<bool> any_flagged_{false}; // some VerbsEp::broken or ::drained is set
+
+    // The EP of a QP number, for receives from an SRQ (their records are the
+    // SRQ's: the completion names the QP, the kit wants the EP). Entries
+    // stay until the EP is closed, after its last completions were read.
+    std::mutex qp_eps_mu_;
+    std::map<std::uint32_t, kit::Ep *> qp_eps_;
 
     struct PdUse {
         ibv_pd *pd;
@@ -205,6 +227,26 @@ struct VerbsEp {
     bool disconnect_sent = false;
     std::atomic<bool> broken{false};  // a DTO failed: the CM thread ends the connection
     std::atomic<bool> drained{false}; // the marker completed
+};
+
+// Work requests of the plugin's own carry a tagged VerbsEp pointer as
+// wr_id (DAT records are aligned, bit 0 and 1 clear): the graceful-disconnect
+// marker (signalled), and the unsignalled window binds and invalidations,
+// whose completions show only when they fail.
+inline constexpr std::uint64_t kWrMarker = 1, kWrWindow = 2, kWrTags = 3;
+// Send queue slots of every QP beyond the Consumer's max_request_dtos: one
+// for the marker, the rest for window binds and invalidations (unsignalled:
+// their slots come back as later requests complete).
+inline constexpr int kReservedSendSlots = 17;
+
+// An RMR: a type 2B memory window, bound through (and usable over) the QP of
+// the EP that bound it. A new binding of a window that is bound goes after
+// an invalidation on the same QP; a window bound through a QP that is gone,
+// or unbound with no QP at hand, is replaced by a fresh one.
+struct VerbsMw {
+    ibv_mw *mw = nullptr;
+    std::uint32_t rkey = 0;       // the current binding's, or the last one's
+    std::uint32_t bound_qp = 0;   // QP number the window is bound through; 0: unbound
 };
 
 struct VerbsPsp {

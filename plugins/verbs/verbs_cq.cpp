@@ -105,17 +105,45 @@ bool VerbsTransport::cq_commit(VerbsCq &c, int depth) {
 
 // One work completion as the kit wants it; 0 for the plugin's own marker.
 int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
-    if (wc.wr_id & 1) {
-        // The graceful-disconnect marker: every request before it completed.
-        auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~std::uint64_t(1)));
-        vep->drained.store(true);
+    if (wc.wr_id & kWrTags) {
+        auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~kWrTags));
+        if (wc.wr_id & kWrMarker) {
+            // The graceful-disconnect marker: every request before it completed.
+            vep->drained.store(true);
+        } else if (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_WR_FLUSH_ERR) {
+            return 0;
+        } else {
+            // A window bind or invalidation failed: the QP is in error now.
+            DAT2_LOG(log::kGeneric, "%s: window operation on EP %p failed: %s (opcode %d, vendor error %#x)\n",
+                     ia_.name.c_str(), (void *)vep->owner, ibv_wc_status_str(wc.status), wc.opcode, wc.vendor_err);
+            vep->broken.store(true);
+        }
         any_flagged_.store(true);
         kit::signal_fd(wake_fd_);
         return 0;
     }
     out.op = reinterpret_cast<kit::Op *>(static_cast<std::uintptr_t>(wc.wr_id));
+    if (out.op->srq) {
+        // A receive from an SRQ: the QP that took it names the EP.
+        kit::Ep *ep = nullptr;
+        {
+            std::lock_guard<std::mutex> lock(qp_eps_mu_);
+            auto it = qp_eps_.find(wc.qp_num);
+            if (it != qp_eps_.end())
+                ep = it->second;
+        }
+        if (!ep) {
+            DAT2_ERR("%s: SRQ receive completed on QP %u, which belongs to no EP\n", ia_.name.c_str(), wc.qp_num);
+            kit::srq_drop(*out.op);
+            return 0;
+        }
+        out.op->ep = ep;
+    }
     out.status = to_dto_status(wc.status);
     out.length = wc.byte_len;
+    // The kit reuses its array of completions: every field is written.
+    out.invalidate = wc.status == IBV_WC_SUCCESS && (wc.wc_flags & wc_with_inv_);
+    out.rmr_context = out.invalidate ? wc.invalidated_rkey : 0;
     // A message longer than the receive buffer: InfiniBand says local length
     // error, Soft-RoCE says local QP operation error (its copy into the
     // scatter list fails as malformed). The kit has checked the receive's
@@ -235,7 +263,8 @@ DAT_RETURN VerbsTransport::mr_register(kit::Lmr &lmr) {
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
     // Local read needs no flag. Remote write needs local write in verbs;
     // memory that only allows reads registers without either.
-    int access = 0;
+    // Windows (RMRs) bind to any LMR: every region allows it.
+    int access = mw_supported_ ? IBV_ACCESS_MW_BIND : 0;
     if (lmr.privileges & (DAT_MEM_PRIV_LOCAL_WRITE_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG))
         access |= IBV_ACCESS_LOCAL_WRITE;
     if (lmr.privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
@@ -266,6 +295,138 @@ void VerbsTransport::mr_deregister(kit::Lmr &lmr) {
     lmr.mr = nullptr;
     lmr.desc = nullptr;
     pd_release(lmr.pz);
+}
+
+// ---- memory windows ------------------------------------------------------------------
+// The kit treats a bind as done when rmr_bind returns: the bind and
+// invalidate work requests are posted unsignalled on the EP's QP, which runs
+// them before anything posted after them (the Consumer sends the new context
+// to its peer only afterwards); the new rkey is known at posting. A failure
+// surfaces as an error completion that breaks the connection.
+
+namespace {
+
+DAT_RETURN replace_window(ibv_pd *pd, VerbsMw &vm) {
+    ibv_mw *fresh = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    if (!fresh)
+        return to_dat(errno, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
+    ibv_dealloc_mw(vm.mw); // the old binding's rkey opens nothing from here on
+    vm.mw = fresh;
+    vm.rkey = fresh->rkey;
+    vm.bound_qp = 0;
+    return DAT_SUCCESS;
+}
+
+} // namespace
+
+DAT_RETURN VerbsTransport::rmr_open(kit::Rmr &rmr) {
+    if (!mw_supported_)
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    ibv_pd *pd = pd_acquire(rmr.pz);
+    if (!pd)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    ibv_mw *mw = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    if (!mw) {
+        const int err = errno;
+        DAT2_ERR("%s: ibv_alloc_mw: %s\n", ia_.name.c_str(), std::strerror(err));
+        pd_release(rmr.pz);
+        return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
+    }
+    auto *vm = new VerbsMw;
+    vm->mw = mw;
+    vm->rkey = mw->rkey;
+    rmr.tp = vm;
+    return DAT_SUCCESS;
+}
+
+void VerbsTransport::rmr_close(kit::Rmr &rmr) {
+    auto *vm = static_cast<VerbsMw *>(rmr.tp);
+    if (!vm)
+        return;
+    if (int rc = ibv_dealloc_mw(vm->mw))
+        DAT2_ERR("%s: ibv_dealloc_mw: %s\n", ia_.name.c_str(), std::strerror(rc));
+    delete vm;
+    rmr.tp = nullptr;
+    pd_release(rmr.pz);
+}
+
+DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr,
+                                    DAT_VLEN len, DAT_MEM_PRIV_FLAGS privileges) {
+    auto &vm = *static_cast<VerbsMw *>(rmr.tp);
+    auto &vep = *static_cast<VerbsEp *>(ep.tp);
+    ibv_qp *qp = vep.qp;
+    if (!qp)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    const std::uint64_t tag = reinterpret_cast<std::uintptr_t>(&vep) | kWrWindow;
+    // A window bound through another QP (the EP was reset, or another EP
+    // bound it) cannot be invalidated on this one: a fresh window instead.
+    if (vm.bound_qp && vm.bound_qp != qp->qp_num)
+        if (DAT_RETURN r = replace_window(pd_of(rmr.pz), vm))
+            return r;
+    ibv_send_wr inv{}, bind{}, *bad = nullptr;
+    const std::uint32_t rkey = ibv_inc_rkey(vm.rkey);
+    bind.wr_id = tag;
+    bind.opcode = IBV_WR_BIND_MW;
+    bind.bind_mw.mw = vm.mw;
+    bind.bind_mw.rkey = rkey;
+    bind.bind_mw.bind_info.mr = static_cast<ibv_mr *>(lmr.mr);
+    bind.bind_mw.bind_info.addr = addr;
+    bind.bind_mw.bind_info.length = len;
+    bind.bind_mw.bind_info.mw_access_flags =
+        ((privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG) ? IBV_ACCESS_REMOTE_READ : 0) |
+        ((privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) ? IBV_ACCESS_REMOTE_WRITE : 0);
+    ibv_send_wr *first = &bind;
+    if (vm.bound_qp) {
+        // A type 2 window takes a new binding only when it is invalid.
+        inv.wr_id = tag;
+        inv.opcode = IBV_WR_LOCAL_INV;
+        inv.invalidate_rkey = vm.rkey;
+        inv.next = &bind;
+        first = &inv;
+    }
+    if (int rc = ibv_post_send(qp, first, &bad)) {
+        DAT2_ERR("%s: binding a window on QP %u: %s\n", ia_.name.c_str(), qp->qp_num, std::strerror(rc));
+        if (bad == &bind && first == &inv)
+            vm.bound_qp = 0; // invalidated, not bound again
+        return rc == ENOMEM ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0) : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    // The provider tells the device the window's current rkey from the
+    // ibv_mw (a type 2 bind posted on a QP does not update it): keep it so.
+    vm.mw->rkey = rkey;
+    vm.rkey = rkey;
+    vm.bound_qp = qp->qp_num;
+    rmr.rmr_context = rkey;
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
+    auto &vm = *static_cast<VerbsMw *>(rmr.tp);
+    if (!vm.bound_qp)
+        return DAT_SUCCESS;
+    auto *vep = ep ? static_cast<VerbsEp *>(ep->tp) : nullptr;
+    if (vep && vep->qp && vep->qp->qp_num == vm.bound_qp) {
+        ibv_send_wr inv{}, *bad = nullptr;
+        inv.wr_id = reinterpret_cast<std::uintptr_t>(vep) | kWrWindow;
+        inv.opcode = IBV_WR_LOCAL_INV;
+        inv.invalidate_rkey = vm.rkey;
+        if (int rc = ibv_post_send(vep->qp, &inv, &bad)) {
+            DAT2_ERR("%s: invalidating a window on QP %u: %s\n", ia_.name.c_str(), vep->qp->qp_num,
+                     std::strerror(rc));
+            return rc == ENOMEM ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
+                                : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+        }
+        vm.bound_qp = 0;
+        return DAT_SUCCESS;
+    }
+    // Freed, invalidated by the peer (the device did it already), or bound
+    // through another QP: no QP here to invalidate it on.
+    return replace_window(pd_of(rmr.pz), vm);
+}
+
+ibv_pd *VerbsTransport::pd_of(kit::Pz *pz) {
+    std::lock_guard<std::mutex> lock(pd_mu_);
+    auto it = pds_.find(pz);
+    return it == pds_.end() ? nullptr : it->second.pd;
 }
 
 } // namespace dat2::verbs

@@ -4,6 +4,7 @@
 #include "verbs.hpp"
 
 #include "log.hpp"
+#include "srq.hpp"
 
 #include <algorithm>
 #include <arpa/inet.h>
@@ -56,7 +57,8 @@ bool unframe_cm_data(const void *data, std::size_t len, CmKind kind, const unsig
 
 bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
     const kit::Ep &ep = *vep.owner;
-    return vep.qp && vep.qp_request_evd == ep.request_evd && vep.qp_recv_evd == ep.recv_evd && vep.qp_pz == ep.pz;
+    return vep.qp && vep.qp_request_evd == ep.request_evd && vep.qp_recv_evd == ep.recv_evd && vep.qp_pz == ep.pz &&
+           vep.qp->srq == (ep.srq ? static_cast<ibv_srq *>(ep.srq->tp) : nullptr);
 }
 
 DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
@@ -64,9 +66,12 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
     if (vep.qp)
         destroy_qp(vep);
     VerbsCq *scq = cq_of(ep.request_evd), *rcq = cq_of(ep.recv_evd);
-    // One send slot more than the consumer's: the graceful-disconnect marker.
-    const int send_depth = std::max(1, ep.attr.max_request_dtos) + 1;
-    const int recv_depth = std::max(1, ep.attr.max_recv_dtos);
+    // Send slots beyond the consumer's: the graceful-disconnect marker, and
+    // window binds and invalidations (two per dat_rmr_bind).
+    const int send_depth = std::max(1, ep.attr.max_request_dtos) + kReservedSendSlots;
+    // With an SRQ the QP has no receive queue; its share of the SRQ's
+    // completions lands in the recv EVD's CQ.
+    const int recv_depth = ep.srq ? std::min(ep.srq->max_recv_dtos, 1024) : std::max(1, ep.attr.max_recv_dtos);
     if (!cq_commit(*scq, send_depth))
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     if (!cq_commit(*rcq, recv_depth)) {
@@ -89,7 +94,12 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
     a.cap.max_recv_sge = static_cast<std::uint32_t>(std::max(1, ep.attr.max_recv_iov));
     a.cap.max_inline_data = max_inline_;
     a.qp_type = IBV_QPT_RC;
-    a.sq_sig_all = 1; // every request completes: the kit recycles its record then
+    if (ep.srq) {
+        a.srq = static_cast<ibv_srq *>(ep.srq->tp);
+        a.cap.max_recv_wr = a.cap.max_recv_sge = 0;
+    }
+    // Every DAT request is signalled (the kit recycles its record at the
+    // completion); the plugin's window operations are not.
     ibv_qp *qp = ibv_create_qp(pd, &a);
     const char *step = "ibv_create_qp";
     int err = qp ? 0 : errno;
@@ -117,6 +127,10 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
     }
     vep.qp = qp;
+    {
+        std::lock_guard<std::mutex> lock(qp_eps_mu_);
+        qp_eps_[qp->qp_num] = &ep;
+    }
     vep.qp_request_evd = ep.request_evd;
     vep.qp_recv_evd = ep.recv_evd;
     vep.qp_pz = ep.pz;
@@ -233,6 +247,11 @@ void VerbsTransport::ep_close(kit::Ep &ep) {
             std::lock_guard<std::mutex> lock(evd->mu);
             kit::evd_drain_all_locked(*evd);
         }
+    }
+    {
+        std::lock_guard<std::mutex> lock(qp_eps_mu_);
+        for (auto it = qp_eps_.begin(); it != qp_eps_.end();)
+            it = it->second == &ep ? qp_eps_.erase(it) : std::next(it);
     }
     delete vep;
     ep.tp = nullptr;
@@ -422,6 +441,18 @@ void VerbsTransport::break_connection(VerbsEp &vep, const char *why) {
     release_id(id); // the DREQ tells the peer
 }
 
+// dat_ep_set_watermark's hard watermark; may come from inside a kit callback
+// on the CM thread: only flags the EP, the CM thread breaks the connection.
+DAT_RETURN VerbsTransport::ep_break(kit::Ep &ep) {
+    auto *vep = static_cast<VerbsEp *>(ep.tp);
+    if (!vep)
+        return DAT_ERROR(DAT_INVALID_STATE, 0);
+    vep->broken.store(true);
+    any_flagged_.store(true);
+    kit::signal_fd(wake_fd_);
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
     VerbsEp &vep = vep_of(ep);
     rdma_cm_id *id = nullptr;
@@ -445,7 +476,7 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
             // marker's completion tells when; the consumer reaps it with its
             // own completions, and the deadline covers a consumer that does not.
             ibv_send_wr wr{}, *bad = nullptr;
-            wr.wr_id = reinterpret_cast<std::uintptr_t>(&vep) | 1;
+            wr.wr_id = reinterpret_cast<std::uintptr_t>(&vep) | kWrMarker;
             wr.opcode = IBV_WR_RDMA_WRITE;
             wr.send_flags = IBV_SEND_SIGNALED;
             vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;
@@ -678,13 +709,18 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
         switch (kind) {
         case kit::PostKind::kSend:
             wr.opcode = IBV_WR_SEND;
+            if (remote) {
+                // dat_ep_post_send_with_invalidate: the peer's device unbinds the window.
+                wr.opcode = IBV_WR_SEND_WITH_INV;
+                wr.invalidate_rkey = remote->rmr_context;
+            }
             if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
                 wr.send_flags |= IBV_SEND_SOLICITED;
             break;
         case kit::PostKind::kRdmaWrite: wr.opcode = IBV_WR_RDMA_WRITE; break;
         default: wr.opcode = IBV_WR_RDMA_READ; break;
         }
-        if (kind != kit::PostKind::kSend) {
+        if (kind != kit::PostKind::kSend && remote) {
             // dat_ep_post_rdma_*(3DAT): the remote buffer must hold it all.
             if (total > remote->segment_length)
                 return DAT_ERROR(DAT_LENGTH_ERROR, 0);
@@ -702,6 +738,62 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
     if (rc == ENOMEM)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
     DAT2_ERR("%s: posting a DTO on QP %u: %s\n", ia_.name.c_str(), qp->qp_num, std::strerror(rc));
+    return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+// ---- shared receive queues -----------------------------------------------------------
+// One ibv_srq per DAT SRQ, as deep as the IA allows (dat_srq_resize then
+// only changes the kit's count). EPs created with it get QPs on it.
+
+DAT_RETURN VerbsTransport::srq_open(kit::Srq &srq) {
+    if (!ia_.max_srq_recvs)
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    if (srq.max_recv_iov > dev_attr_.max_srq_sge)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    ibv_pd *pd = pd_acquire(srq.pz);
+    if (!pd)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    ibv_srq_init_attr attr{};
+    attr.attr.max_wr = static_cast<std::uint32_t>(ia_.max_srq_recvs);
+    attr.attr.max_sge = static_cast<std::uint32_t>(std::max(1, srq.max_recv_iov));
+    ibv_srq *s = ibv_create_srq(pd, &attr);
+    if (!s) {
+        const int err = errno;
+        DAT2_ERR("%s: ibv_create_srq(%u x %u): %s\n", ia_.name.c_str(), attr.attr.max_wr, attr.attr.max_sge,
+                 std::strerror(err));
+        pd_release(srq.pz);
+        return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
+    }
+    srq.tp = s;
+    return DAT_SUCCESS;
+}
+
+void VerbsTransport::srq_close(kit::Srq &srq) {
+    if (!srq.tp)
+        return;
+    if (int rc = ibv_destroy_srq(static_cast<ibv_srq *>(srq.tp)))
+        DAT2_ERR("%s: ibv_destroy_srq: %s\n", ia_.name.c_str(), std::strerror(rc));
+    srq.tp = nullptr;
+    pd_release(srq.pz);
+}
+
+DAT_RETURN VerbsTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
+    ibv_sge sge[kit::kMaxIov];
+    for (int i = 0; i < nsegs; ++i) {
+        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
+        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
+        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
+    }
+    ibv_recv_wr wr{}, *bad = nullptr;
+    wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+    wr.sg_list = sge;
+    wr.num_sge = nsegs;
+    int rc = ibv_post_srq_recv(static_cast<ibv_srq *>(srq.tp), &wr, &bad);
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == ENOMEM)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    DAT2_ERR("%s: ibv_post_srq_recv: %s\n", ia_.name.c_str(), std::strerror(rc));
     return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 

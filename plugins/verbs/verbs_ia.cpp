@@ -280,13 +280,21 @@ DAT_RETURN VerbsTransport::open() {
         if (pd)
             ibv_dealloc_pd(pd);
     }
+    // Soft-RoCE hands out the kernel's completion flags as they are, and the
+    // kernel's "with invalidate" is bit 2 (libibverbs': bit 3; bit 2 is the
+    // IP checksum flag, which a reliable connection never reports).
+    if (dev_attr_.vendor_id == 0xffffff)
+        wc_with_inv_ = IBV_WC_WITH_INV | (1u << 2);
+    mw_supported_ = (dev_attr_.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && dev_attr_.max_mw > 0;
     ia_.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
+    if (dev_attr_.max_srq > 0 && dev_attr_.max_srq_wr > 0 && dev_attr_.max_srq_sge > 0)
+        ia_.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);
     ia_.max_private_data = static_cast<DAT_COUNT>(
         std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
     cm_thread_ = std::thread([this] { cm_loop(); });
-    DAT2_LOG(log::kGeneric, "%s: verbs device %s port %u (%s), address %s, max inline %u\n", name, device.c_str(),
-             port_, port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-             addr_text(address()).c_str(), max_inline_);
+    DAT2_LOG(log::kGeneric, "%s: verbs device %s port %u (%s), address %s, max inline %u, memory windows %s\n", name,
+             device.c_str(), port_, port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
+             addr_text(address()).c_str(), max_inline_, mw_supported_ ? "type 2B" : "none");
     return DAT_SUCCESS;
 }
 
@@ -321,8 +329,9 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.hardware_version_major = dev_attr_.hw_ver;
     a.hardware_version_minor = dev_attr_.vendor_part_id;
     a.max_eps = std::max(1, dev_attr_.max_qp - 1);
-    // One send slot of every QP is the plugin's (graceful disconnect marker).
-    a.max_dto_per_ep = std::min(kit::kMaxDtos, std::max(1, dev_attr_.max_qp_wr - 1));
+    // Send slots of every QP are the plugin's (graceful disconnect marker,
+    // window binds): see build_qp.
+    a.max_dto_per_ep = std::min(kit::kMaxDtos, std::max(1, dev_attr_.max_qp_wr - kReservedSendSlots));
     a.max_rdma_read_per_ep_in = dev_attr_.max_qp_rd_atom;
     a.max_rdma_read_per_ep_out = dev_attr_.max_qp_init_rd_atom;
     a.max_evds = std::min(a.max_evds, dev_attr_.max_cq);
@@ -336,6 +345,9 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_message_size = port_attr_.max_msg_sz;
     a.max_rdma_size = port_attr_.max_msg_sz;
     a.max_rmr_target_address = ~DAT_VADDR(0);
+    a.max_rmrs = mw_supported_ ? std::min(kit::kMaxRmrs, dev_attr_.max_mw) : 0;
+    if (ia_.max_srq_recvs)
+        a.max_srqs = std::min(a.max_srqs, dev_attr_.max_srq);
     a.max_rdma_read_in = dev_attr_.max_qp_rd_atom;
     a.max_rdma_read_out = dev_attr_.max_qp_init_rd_atom;
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;

@@ -32,12 +32,20 @@ declare -A known_failure=(
     [Ia/CmTest.ConnectToSilentPeerTimesOutWithinTimeout]=silent
     [Ia/CmTest.EpQueryReportsPeerAddressesAndPortQualifiers]=loopback
     [Ia/DtoStoppedPeerTest.PostingMoreRequestsThanMaxRequestDtosIsInsufficientResources]=stopped
+    [Ia/RmrConnectedTest.RdmaWriteStraddlingTheEndOfTheWindow]=rxe-mw
+    [Ia/RmrConnectedTest.RdmaWriteStraddlingTheStartOfTheWindow]=rxe-mw
+    [Ia/RmrConnectedTest.RdmaWriteWhollyOutsideTheWindowInsideTheLmr]=rxe-mw
+    [Ia/RmrConnectedTest.RdmaReadStraddlingTheEndOfTheWindow]=rxe-mw
+    [Ia/RmrConnectedTest.RdmaReadWhollyOutsideTheWindowInsideTheLmr]=rxe-mw
+    [Ia/RmrInvalidateTest.InvalidatingAContextThatIsNoWindowDeliversAPlainReceive]=inv
 )
 declare -A reason=(
     [pdata]="an InfiniBand/RoCE CM request carries 56 bytes of private data with IP addressing (rdma_cm's own header takes 36 of 92); max_private_data_size is 54, below the 64 dat_ia_query(3DAT) asks for"
     [silent]="the test's silent peer is a TCP socket; rdma_cm's port space is not TCP's, so the CM refuses at once (NON_PEER_REJECTED)"
     [loopback]="the test expects the peers on 127.0.0.1; a verbs IA's address is its RDMA netdev's"
     [stopped]="a SIGSTOPped peer's RDMA device still answers RDMA Reads, so the test's requests do not stay outstanding"
+    [rxe-mw]="Soft-RoCE checks an access through a memory window against the memory region under it, not against the window (drivers/infiniband/sw/rxe/rxe_resp.c check_rkey); RDMA hardware checks the window"
+    [inv]="on InfiniBand/RoCE a send with invalidate naming no valid window of the receiver completes in error at the receiver and breaks the connection; it cannot be delivered as a plain receive"
 )
 
 passed=0 failed=0 skipped=0 xfailed=0
@@ -56,7 +64,14 @@ run_conformance() {
         name=${bin##*/}
         DAT2_CONFORMANCE_IAS=$ia timeout 600 "$bin" --gtest_color=no >"$out/$name.log" 2>&1
         local rc=$?
-        [ $rc -eq 124 ] && { failures+=("$name: timed out"); failed=$((failed + 1)); }
+        # 0: all passed, 1: some failed (counted below); anything else is a
+        # crash, a sanitizer's report or the watchdog.
+        if [ $rc -gt 1 ]; then
+            failures+=("$name: exit status $rc")
+            failed=$((failed + 1))
+            note "FAIL  $name: exit status $rc"
+            grep -vE '^\[ +(OK|RUN) +\]' "$out/$name.log" | tail -n 30 | sed 's/^/        /'
+        fi
         while IFS= read -r line; do
             # "[       OK ] Suite/Test.Name/verbs (12 ms)" and the like; the
             # summary at the end repeats names without the time.
