@@ -180,7 +180,11 @@ ofed-libdat2)
     echo "ofi-tcp u2.0 nonthreadsafe default $plugin dat2.2.0 \"provider=tcp address=127.0.0.1\" \"\"" >"$tmp/dat.conf"
     resolved=$(LD_LIBRARY_PATH=${ofed%/*} ldd "$datperf" | awk '$1 == "libdat2.so.2" { print $3 }')
     [ "$(readlink -f "$resolved")" = "$(readlink -f "$ofed")" ] || fail "datperf resolves libdat2.so.2 to '$resolved', not OFED's"
-    LD_LIBRARY_PATH=${ofed%/*} DAT_OVERRIDE=$tmp/dat.conf run pingpong,write,conn-rate --sizes 1,64k -n 100 --endpoints 10
+    # OFED's registry dlcloses the plugin at dat_provider_fini: whatever the
+    # plugin still holds from its statics (its object arenas) then looks
+    # leaked to LeakSanitizer. Memory errors are still caught.
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 LD_LIBRARY_PATH=${ofed%/*} DAT_OVERRIDE=$tmp/dat.conf \
+        run pingpong,write,conn-rate --sizes 1,64k -n 100 --endpoints 10
     expect_ok
     judge_table "pingpong:" 7 2 2 3 4 5 7
     judge_table "write:" 5 2 2 5

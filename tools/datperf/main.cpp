@@ -5,10 +5,11 @@
 // as well against OFED's libdat2 and providers.
 //
 // In the one-command mode this process only orchestrates: every run forks a
-// server child and a client child (which sends its figures back through a
-// pipe), so no DAT or libfabric state ever crosses a fork, and the peers
-// run on a quiet machine. --server and --connect run one role in this
-// process instead.
+// server child and a client child (which streams its figures back through
+// a pipe), so no DAT or libfabric state ever crosses a fork. After each of
+// our sizes the peers run at that size while our session waits: both
+// measure the same moment of a shared machine. --server and --connect run
+// one role in this process instead.
 #include "peers.hpp"
 #include "proc.hpp"
 #include "report.hpp"
@@ -26,7 +27,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+#include <initializer_list>
+#include <map>
+#include <memory>
 #include <thread>
 
 namespace datperf {
@@ -37,22 +40,30 @@ struct Reported {};
 
 // ---- results through a pipe -------------------------------------------------------------------
 
-// One line per record, tab-separated: "info", then per workload "test" and
-// its "point"s.
-void write_results(std::FILE *out, const SessionResults &r)
+// The client child streams its results, one tab-separated line per record:
+// "info" once connected, "test" as each workload starts, "point" after each
+// size (then it waits for a byte on the go pipe before the next), "end".
+void write_info(std::FILE *out, const SessionInfo &i)
 {
-    std::fprintf(out, "info\t%s\t%s\t%s\t%s\n", r.info.ia_name.c_str(), r.info.vendor.c_str(),
-                 r.info.ia_address.c_str(), r.info.server_address.c_str());
-    for (const auto &t : r.tests) {
-        std::fprintf(out, "test\t%u\t%d\t%d\n", static_cast<unsigned>(t.workload), t.completion == Completion::Wait,
-                     t.window);
-        for (const auto &p : t.points)
-            std::fprintf(out, "point\t%llu\t%llu\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n",
-                         static_cast<unsigned long long>(p.size), static_cast<unsigned long long>(p.iters),
-                         p.has_latency ? 1 : 0, p.median_us, p.p99_us, p.min_us, p.max_us, p.avg_us, p.mb_s, p.msg_s,
-                         p.seconds);
-    }
-    std::fprintf(out, "end\n");
+    std::fprintf(out, "info\t%s\t%s\t%s\t%s\n", i.ia_name.c_str(), i.vendor.c_str(), i.ia_address.c_str(),
+                 i.server_address.c_str());
+    std::fflush(out);
+}
+
+void write_test(std::FILE *out, const TestResult &t)
+{
+    std::fprintf(out, "test\t%u\t%d\t%d\n", static_cast<unsigned>(t.workload), t.completion == Completion::Wait,
+                 t.window);
+    std::fflush(out);
+}
+
+void write_point(std::FILE *out, const Point &p)
+{
+    std::fprintf(out, "point\t%llu\t%llu\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n",
+                 static_cast<unsigned long long>(p.size), static_cast<unsigned long long>(p.iters),
+                 p.has_latency ? 1 : 0, p.median_us, p.p99_us, p.min_us, p.max_us, p.avg_us, p.mb_s, p.msg_s,
+                 p.seconds);
+    std::fflush(out);
 }
 
 std::vector<std::string> fields(const std::string &line)
@@ -68,36 +79,88 @@ std::vector<std::string> fields(const std::string &line)
     }
 }
 
-bool read_results(const std::string &text, SessionResults *r)
+// One line of the stream into *r; the point it adds, if any, in *added.
+// False at "end".
+bool read_line(const std::string &line, SessionResults *r, const Point **added)
 {
-    std::istringstream in(text);
-    std::string line;
-    bool ended = false;
-    while (std::getline(in, line)) {
-        auto f = fields(line);
-        if (f[0] == "info" && f.size() == 5) {
-            r->info = SessionInfo{f[1], f[2], f[3], f[4]};
-        } else if (f[0] == "test" && f.size() == 4) {
-            TestResult t;
-            t.workload = static_cast<Workload>(std::stoul(f[1]));
-            t.completion = f[2] == "1" ? Completion::Wait : Completion::Poll;
-            t.window = std::stoi(f[3]);
-            r->tests.push_back(t);
-        } else if (f[0] == "point" && f.size() == 12 && !r->tests.empty()) {
-            Point p;
-            p.size = std::stoull(f[1]);
-            p.iters = std::stoull(f[2]);
-            p.has_latency = f[3] == "1";
-            double *v[] = {&p.median_us, &p.p99_us, &p.min_us, &p.max_us, &p.avg_us, &p.mb_s, &p.msg_s, &p.seconds};
-            for (std::size_t i = 0; i < 8; ++i)
-                *v[i] = std::stod(f[4 + i]);
-            r->tests.back().points.push_back(p);
-        } else if (f[0] == "end") {
-            ended = true;
+    *added = nullptr;
+    auto f = fields(line);
+    if (f[0] == "info" && f.size() == 5) {
+        r->info = SessionInfo{f[1], f[2], f[3], f[4]};
+    } else if (f[0] == "test" && f.size() == 4) {
+        TestResult t;
+        t.workload = static_cast<Workload>(std::stoul(f[1]));
+        t.completion = f[2] == "1" ? Completion::Wait : Completion::Poll;
+        t.window = std::stoi(f[3]);
+        r->tests.push_back(t);
+    } else if (f[0] == "point" && f.size() == 12 && !r->tests.empty()) {
+        Point p;
+        p.size = std::stoull(f[1]);
+        p.iters = std::stoull(f[2]);
+        p.has_latency = f[3] == "1";
+        double *v[] = {&p.median_us, &p.p99_us, &p.min_us, &p.max_us, &p.avg_us, &p.mb_s, &p.msg_s, &p.seconds};
+        for (std::size_t i = 0; i < 8; ++i)
+            *v[i] = std::stod(f[4 + i]);
+        r->tests.back().points.push_back(p);
+        *added = &r->tests.back().points.back();
+    } else if (f[0] == "end") {
+        return false;
+    }
+    return true;
+}
+
+// ---- comparison peers ---------------------------------------------------------------------------
+
+// The libfabric provider an fi_* peer should use: --peer-provider, else
+// what the IA's vendor name says ("libfabric tcp"), else tcp.
+std::string peer_provider(const Options &opt, const SessionInfo &info)
+{
+    if (!opt.peer_provider.empty())
+        return opt.peer_provider;
+    const std::string prefix = "libfabric ";
+    if (info.vendor.rfind(prefix, 0) == 0 && info.vendor.size() > prefix.size())
+        return info.vendor.substr(prefix.size());
+    return "tcp";
+}
+
+// The peers asked for and their results per workload. They run size by
+// size right after ours, while our session waits, so that both measure the
+// same moment of a shared machine.
+struct Peers {
+    const Options &opt;
+    std::vector<std::unique_ptr<ComparePeer>> list;
+    std::map<Workload, std::vector<PeerResult>> results;
+
+    explicit Peers(const Options &o) : opt(o) {}
+    bool any_for(Workload w) const
+    {
+        return std::any_of(list.begin(), list.end(), [&](const auto &p) { return p->counterpart_of(w); });
+    }
+    void run_at(const SessionInfo &session, Workload w, std::uint64_t size)
+    {
+        auto &mine = results[w];
+        for (const auto &peer : list) {
+            if (!peer->counterpart_of(w))
+                continue;
+            auto it = std::find_if(mine.begin(), mine.end(), [&](const PeerResult &r) { return r.peer == peer->name(); });
+            if (it == mine.end()) {
+                mine.emplace_back();
+                it = mine.end() - 1;
+            }
+            PeerRequest req;
+            req.workload = w;
+            req.size = size;
+            // The peer has no warm-up of its own: it runs as many iterations
+            // as we did, ours included.
+            const std::uint64_t n = iters_for(opt, w, size);
+            req.iters = n + warmup_for(opt, w, n);
+            req.address = session.server_address;
+            req.provider = peer_provider(opt, session);
+            req.timeout_s = opt.timeout_s;
+            run_peer(*peer, req, opt.peer_repeats, &*it, opt.progress > 0);
         }
     }
-    return ended;
-}
+};
 
 // ---- child processes --------------------------------------------------------------------------
 
@@ -150,97 +213,148 @@ bool end_child(pid_t pid, double grace_s, int *status)
     return false;
 }
 
-// Reads `fd` until EOF, or until `give_up` says so (checked every 200 ms).
-template <typename GiveUp>
-std::string read_all(int fd, GiveUp give_up)
+// Reads `fd` line by line, handing each to `on_line` (false: stop), until
+// EOF or until `give_up` says so (checked every 200 ms).
+template <typename OnLine, typename GiveUp>
+void read_lines(int fd, OnLine on_line, GiveUp give_up)
 {
-    std::string data;
+    std::string pending;
     char buf[4096];
     for (;;) {
         pollfd p{fd, POLLIN, 0};
         int n = poll(&p, 1, 200);
         if (n > 0) {
             ssize_t got = read(fd, buf, sizeof buf);
-            if (got > 0) {
-                data.append(buf, static_cast<std::size_t>(got));
+            if (got < 0 && errno == EINTR)
                 continue;
+            if (got <= 0)
+                return;
+            pending.append(buf, static_cast<std::size_t>(got));
+            std::size_t nl;
+            while ((nl = pending.find('\n')) != std::string::npos) {
+                std::string line = pending.substr(0, nl);
+                pending.erase(0, nl + 1);
+                if (!on_line(line))
+                    return;
             }
-            if (got == 0 || errno != EINTR)
-                return data;
-        } else if (n < 0 && errno != EINTR) {
-            return data;
+            continue;
         }
+        if (n < 0 && errno != EINTR)
+            return;
         if (give_up())
-            return data;
+            return;
     }
 }
 
-// One run of the one-command mode: a server child on a PSP of its choosing,
-// a client child that connects to the IA's own address.
-SessionResults loopback_run(const Options &opt, const std::string &ia_name)
+void close_all(std::initializer_list<int> fds)
 {
-    int ready[2], results[2];
-    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(results, O_CLOEXEC) != 0)
+    for (int fd : fds)
+        close(fd);
+}
+
+// One run of the one-command mode: a server child on a PSP of its choosing,
+// a client child that connects to the IA's own address and streams its
+// figures back. After each size the peers of that workload run, then the
+// client goes on (a byte on the go pipe).
+SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peers &peers)
+{
+    int ready[2], results[2], go[2];
+    if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(results, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0)
         throw Error(std::string("pipe: ") + std::strerror(errno));
     pid_t server = fork_child([&] {
-        close(ready[0]);
-        close(results[0]);
-        close(results[1]);
+        close_all({ready[0], results[0], results[1], go[0], go[1]});
         return run_server(opt, ia_name, ready[1]);
     });
     close(ready[1]);
     int status = 0;
-    bool server_done = false;
+    std::string qual_line;
+    bool listening = false;
     const auto started = std::chrono::steady_clock::now();
-    std::string line = read_all(ready[0], [&] {
-        return std::chrono::steady_clock::now() - started > std::chrono::duration<double>(opt.timeout_s + 10);
-    });
+    read_lines(
+        ready[0],
+        [&](const std::string &l) {
+            qual_line = l;
+            listening = true;
+            return false;
+        },
+        [&] { return std::chrono::steady_clock::now() - started > std::chrono::duration<double>(opt.timeout_s + 10); });
     close(ready[0]);
-    if (line.empty() || line.back() != '\n') {
-        close(results[0]);
-        close(results[1]);
+    if (!listening) {
+        close_all({results[0], results[1], go[0], go[1]});
         end_child(server, 5, &status);
         throw Reported{}; // the server said why
     }
-    const DAT_CONN_QUAL qual = std::stoull(line);
+    const DAT_CONN_QUAL qual = std::stoull(qual_line);
 
     pid_t client = fork_child([&] {
-        close(results[0]);
+        close_all({results[0], go[1]});
         std::FILE *out = fdopen(results[1], "w");
         if (!out)
             return 1;
+        ClientHooks hooks;
+        hooks.on_info = [&](const SessionInfo &i) { write_info(out, i); };
+        hooks.on_test = [&](const TestResult &t) { write_test(out, t); };
+        hooks.on_point = [&](const Point &p) {
+            write_point(out, p);
+            char c;
+            ssize_t n;
+            while ((n = read(go[0], &c, 1)) < 0 && errno == EINTR) {
+            }
+            if (n != 1)
+                throw Error("the parent process went away");
+        };
+        int rc = 1;
         try {
-            write_results(out, run_client(opt, ia_name, "", qual));
-            std::fclose(out);
-            return 0;
+            run_client(opt, ia_name, "", qual, hooks);
+            std::fprintf(out, "end\n");
+            rc = 0;
         } catch (const std::exception &e) {
             std::fprintf(stderr, "datperf: %s\n", e.what());
         }
         std::fclose(out);
-        return 1;
+        return rc;
     });
-    close(results[1]);
+    close_all({results[1], go[0]});
+
     // Should the server die, the client learns it from a broken connection;
     // should it not, we end it 5 s later.
+    bool server_done = false;
     std::chrono::steady_clock::time_point server_died{};
-    std::string text = read_all(results[0], [&] {
-        if (!server_done && waitpid(server, &status, WNOHANG) == server) {
-            server_done = true;
-            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                server_died = std::chrono::steady_clock::now();
-        }
-        return server_died != std::chrono::steady_clock::time_point{} &&
-               std::chrono::steady_clock::now() - server_died > std::chrono::seconds(5);
-    });
-    close(results[0]);
+    SessionResults r;
+    bool complete = false;
+    read_lines(
+        results[0],
+        [&](const std::string &l) {
+            const Point *added = nullptr;
+            if (!read_line(l, &r, &added)) {
+                complete = true;
+                return false;
+            }
+            if (added) {
+                if (peers.any_for(r.tests.back().workload))
+                    peers.run_at(r.info, r.tests.back().workload, added->size);
+                const char c = 'g';
+                if (write(go[1], &c, 1) != 1)
+                    return false;
+            }
+            return true;
+        },
+        [&] {
+            if (!server_done && waitpid(server, &status, WNOHANG) == server) {
+                server_done = true;
+                if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                    server_died = std::chrono::steady_clock::now();
+            }
+            return server_died != std::chrono::steady_clock::time_point{} &&
+                   std::chrono::steady_clock::now() - server_died > std::chrono::seconds(5);
+        });
+    close_all({results[0], go[1]});
     int client_status = 0;
     end_child(client, 15, &client_status);
     if (!server_done)
         server_done = end_child(server, 15, &status);
     if (server_done && WIFSIGNALED(status)) // on its own, not stopped by us
         std::fprintf(stderr, "datperf: the server process was %s\n", status_text(status).c_str());
-    SessionResults r;
-    const bool complete = read_results(text, &r);
     if (!WIFEXITED(client_status) || WEXITSTATUS(client_status) != 0 || !complete) {
         if (WIFSIGNALED(client_status))
             std::fprintf(stderr, "datperf: the client process was %s\n", status_text(client_status).c_str());
@@ -249,47 +363,6 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         throw Reported{};
     return r;
-}
-
-// The libfabric provider an fi_* peer should use: --peer-provider, else
-// what the IA's vendor name says ("libfabric tcp"), else tcp.
-std::string peer_provider(const Options &opt, const SessionInfo &info)
-{
-    if (!opt.peer_provider.empty())
-        return opt.peer_provider;
-    const std::string prefix = "libfabric ";
-    if (info.vendor.rfind(prefix, 0) == 0 && info.vendor.size() > prefix.size())
-        return info.vendor.substr(prefix.size());
-    return "tcp";
-}
-
-void run_peers(const Options &opt, const std::vector<std::unique_ptr<ComparePeer>> &peers, Report *report)
-{
-    for (auto &w : report->tests) {
-        for (const auto &peer : peers) {
-            if (!peer->counterpart_of(w.workload))
-                continue;
-            auto it = std::find_if(w.peers.begin(), w.peers.end(),
-                                   [&](const PeerResult &p) { return p.peer == peer->name(); });
-            if (it == w.peers.end()) {
-                w.peers.emplace_back();
-                it = w.peers.end() - 1;
-            }
-            PeerRequest base;
-            base.workload = w.workload;
-            base.address = report->info.server_address;
-            base.provider = peer_provider(opt, report->info);
-            base.timeout_s = opt.timeout_s;
-            std::vector<std::uint64_t> iters;
-            // The peer has no warm-up of its own: it runs as many
-            // iterations as we do with ours.
-            for (auto s : opt.sizes) {
-                std::uint64_t n = iters_for(opt, w.workload, s);
-                iters.push_back(n + warmup_for(opt, w.workload, n));
-            }
-            run_peer(*peer, base, opt.sizes, iters, opt.peer_repeats, &*it, opt.progress > 0);
-        }
-    }
 }
 
 bool write_file(const std::string &path, const Report &r, void (*writer)(std::FILE *, const Report &))
@@ -319,7 +392,7 @@ int run(const Options &opt)
     if (opt.role == Role::Server)
         return run_server(opt, ia_name, -1);
 
-    std::vector<std::unique_ptr<ComparePeer>> peers;
+    Peers peers(opt);
     for (const auto &name : opt.compare) {
         auto p = make_peer(name);
         if (!p) {
@@ -334,7 +407,7 @@ int run(const Options &opt)
         if (!used)
             std::fprintf(stderr, "datperf: %s has no counterpart among the workloads asked for; not run\n",
                          name.c_str());
-        peers.push_back(std::move(p));
+        peers.list.push_back(std::move(p));
     }
 
     Report report;
@@ -350,12 +423,13 @@ int run(const Options &opt)
                 std::fprintf(stderr, "\rdatperf: run %d of %d   ", k + 1, opt.runs);
                 std::fflush(stderr);
             }
-            SessionResults r = loopback_run(opt, ia_name);
+            SessionResults r = loopback_run(opt, ia_name, peers);
             if (k == 0)
                 report.info = r.info;
             add_run(&report, r.tests);
-            run_peers(opt, peers, &report);
         }
+        for (auto &w : report.tests)
+            w.peers = peers.results[w.workload];
     }
     combine(&report);
 

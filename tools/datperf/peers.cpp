@@ -6,6 +6,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -192,56 +193,48 @@ std::unique_ptr<ComparePeer> make_peer(const std::string &name)
     return nullptr;
 }
 
-void run_peer(ComparePeer &peer, const PeerRequest &base, const std::vector<std::uint64_t> &sizes,
-              const std::vector<std::uint64_t> &iters, int repeats, PeerResult *into, bool progress)
+void run_peer(ComparePeer &peer, const PeerRequest &req, int repeats, PeerResult *into, bool progress)
 {
+    const bool latency = info(req.workload).latency;
     into->peer = peer.name();
-    into->workload = base.workload;
+    into->workload = req.workload;
     into->figure = peer.figure();
-    if (into->points.size() != sizes.size()) {
-        into->points.assign(sizes.size(), PeerPoint{});
-        for (std::size_t i = 0; i < sizes.size(); ++i) {
-            into->points[i].size = sizes[i];
-            into->points[i].iters = iters[i];
-        }
+    auto it = std::find_if(into->points.begin(), into->points.end(),
+                           [&](const PeerPoint &p) { return p.size == req.size; });
+    if (it == into->points.end()) {
+        into->points.emplace_back();
+        it = into->points.end() - 1;
+        it->size = req.size;
+        it->iters = req.iters;
     }
-    const std::string why = peer.missing();
-    if (!why.empty()) {
-        into->error = why;
+    PeerPoint &pt = *it;
+    if (into->points.size() == 1) // the first size: is the peer there at all?
+        into->error = peer.missing();
+    if (!into->error.empty())
         return;
-    }
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-        PeerPoint &pt = into->points[i];
-        PeerRequest req = base;
-        req.size = sizes[i];
-        req.iters = iters[i];
-        for (int r = 0; r < repeats; ++r) {
-            if (progress) {
-                std::fprintf(stderr, "\rdatperf: %s %s: run %d/%d   ", peer.name().c_str(), size_text(req.size).c_str(),
-                             r + 1, repeats);
-                std::fflush(stderr);
-            }
-            double lat = 0, mbs = 0;
-            std::string command, error;
-            if (peer.run_once(req, &lat, &mbs, &command, &error)) {
-                pt.samples.push_back(info(base.workload).latency ? lat : mbs);
-                if (into->command.empty())
-                    into->command = command;
-            } else {
-                pt.error = error;
-                if (into->command.empty())
-                    into->command = command;
-            }
+    for (int r = 0; r < repeats; ++r) {
+        if (progress) {
+            std::fprintf(stderr, "\rdatperf: %s %s: run %d/%d   ", peer.name().c_str(), size_text(req.size).c_str(),
+                         r + 1, repeats);
+            std::fflush(stderr);
         }
-        pt.ok = !pt.samples.empty();
-        if (pt.ok) {
-            const double m = median_of(pt.samples);
-            if (info(base.workload).latency) {
-                pt.median_us = m;
-                pt.mb_s = static_cast<double>(pt.size) / m;
-            } else {
-                pt.mb_s = m;
-            }
+        double lat = 0, mbs = 0;
+        std::string command, error;
+        if (peer.run_once(req, &lat, &mbs, &command, &error))
+            pt.samples.push_back(latency ? lat : mbs);
+        else
+            pt.error = error;
+        if (into->command.empty())
+            into->command = command;
+    }
+    pt.ok = !pt.samples.empty();
+    if (pt.ok) {
+        const double m = median_of(pt.samples);
+        if (latency) {
+            pt.median_us = m;
+            pt.mb_s = static_cast<double>(pt.size) / m;
+        } else {
+            pt.mb_s = m;
         }
     }
     if (progress) {

@@ -53,9 +53,8 @@ std::unique_ptr<ComparePeer> make_peer(const std::string &name);
 bool parse_fi_pingpong(const std::string &output, std::uint64_t size, double *usec_per_xfer, double *mb_s,
                        std::string *error);
 
-// Runs `peer` `repeats` times at every size and adds the samples to `into`
-// (created on first use); the median is recomputed.
-void run_peer(ComparePeer &peer, const PeerRequest &base, const std::vector<std::uint64_t> &sizes,
-              const std::vector<std::uint64_t> &iters, int repeats, PeerResult *into, bool progress);
+// Runs `peer` `repeats` times at one size and adds the samples to `into`
+// (its point for that size is created on first use; the median recomputed).
+void run_peer(ComparePeer &peer, const PeerRequest &req, int repeats, PeerResult *into, bool progress);
 
 } // namespace datperf

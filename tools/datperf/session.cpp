@@ -632,7 +632,10 @@ int run_server(const Options &opt, const std::string &ia_name, int ready_fd)
         crs.cr_evd = cr_evd.get();
         crs.timeout_s = opt.timeout_s;
         for (;;) {
-            CtrlMsg m = ctrl.receive(ev, Msg{}, "the client's next request", opt.timeout_s);
+            // No deadline: between measurements the client may run the
+            // comparison peers for a while; a client that goes away breaks
+            // the control connection, which ends this wait.
+            CtrlMsg m = ctrl.receive(ev, Msg{}, "the client's next request", 0);
             if (m.type == Msg::Quit) {
                 ctrl.send(ctrl_message(Msg::Bye), ev);
                 break;
@@ -692,7 +695,7 @@ std::string phase_label(const Phase &ph)
 } // namespace
 
 SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host,
-                          DAT_CONN_QUAL qual)
+                          DAT_CONN_QUAL qual, const ClientHooks &hooks)
 {
     Events ev(opt.timeout_s);
     Progress progress(opt.progress > 0);
@@ -734,6 +737,8 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
     out.info.vendor = ia.vendor();
     out.info.ia_address = ia.address_text();
     out.info.server_address = sockaddr_text(reinterpret_cast<const sockaddr *>(&server));
+    if (hooks.on_info)
+        hooks.on_info(out.info);
 
     ConnRateSetup crs;
     crs.ia = &ia;
@@ -752,6 +757,8 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
         case Workload::ReadBw: t.window = std::min(opt.window, d.read_depth); break;
         case Workload::ConnRate: t.window = std::min(opt.window, 256); break;
         }
+        if (hooks.on_test)
+            hooks.on_test(t);
         std::vector<std::uint64_t> sizes = opt.sizes;
         if (!info(w).sized)
             sizes = {static_cast<std::uint64_t>(opt.endpoints)};
@@ -769,6 +776,8 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
             Point p = client_phase(d, ctrl, ev, ph, progress, crs);
             progress.finish();
             t.points.push_back(p);
+            if (hooks.on_point)
+                hooks.on_point(p);
         }
         out.tests.push_back(std::move(t));
     }

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -361,10 +362,19 @@ struct SessionResults {
     std::vector<TestResult> tests;
 };
 
+// What the client reports as it goes (each may be empty). on_point
+// returns when the next measurement may start: the one-command mode runs
+// the comparison peers for that size in between, while the session idles.
+struct ClientHooks {
+    std::function<void(const SessionInfo &)> on_info;
+    std::function<void(const TestResult &)> on_test; // a workload starts (no points yet)
+    std::function<void(const Point &)> on_point;
+};
+
 // Connects to the server at `host` (empty: the IA's own address) and
 // measures every workload and size of `opt`. Throws Error.
 SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host,
-                          DAT_CONN_QUAL qual);
+                          DAT_CONN_QUAL qual, const ClientHooks &hooks = ClientHooks());
 
 // The dat.conf entries the registry lists (dat_registry_list_providers).
 std::vector<std::string> registry_names();
