@@ -56,7 +56,7 @@ build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
      ctest_in "$out/asan" asan
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
   && echo "[tsan] PeerDeathTest and DtoStoppedPeerTest run in plain and asan only: they fork a peer process after threads exist, which TSan cannot follow" \
-  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0 ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest"
+  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest"
 build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-60}" \
   && ctest_in "$out/fuzz" fuzz -V
@@ -70,6 +70,21 @@ if bash "$top/tests/vm/rxe-vm.sh" --rw "$top" -- bash "$top/tests/vm/vm-smoke.sh
   passed=$((passed + 1)); grep -E "^vm-smoke:" "$out/vm-smoke.log" | tail -1 | sed 's/^/[vm] /'
 else
   failed=$((failed + 1)); failures+=("vm-smoke"); tail -n 60 "$out/vm-smoke.log"
+fi
+
+# The verbs plugin on rxe0: the same conformance suites (DAT2_CONFORMANCE_IAS=verbs)
+# and the peer programs, inside the VM, against the plain build.
+echo "[vm] verbs plugin on rxe0: conformance suites and peer programs (tests/vm/verbs-suite.sh)"
+rw=(--rw "$top")
+case "$out/" in "$top"/*) ;; *) rw+=(--rw "$out") ;; esac
+if [ -x "$out/plain/bin/conformance_ia_test" ] &&
+   bash "$top/tests/vm/rxe-vm.sh" "${rw[@]}" -- bash "$top/tests/vm/verbs-suite.sh" "$out/plain" >"$out/verbs-suite.log" 2>&1; then
+  line=$(grep -E "^---- verbs suite:" "$out/verbs-suite.log" | tail -1)
+  echo "[vm] ${line#---- }"
+  n=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line"); s=$(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line")
+  passed=$((passed + ${n:-0})); skips=$((skips + ${s:-0}))
+else
+  failed=$((failed + 1)); failures+=("verbs-suite"); tail -n 60 "$out/verbs-suite.log" 2>/dev/null
 fi
 
 echo "total time: $(( $(date +%s) - start )) s"
