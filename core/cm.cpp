@@ -5,6 +5,7 @@
 #include "boundary.hpp"
 #include "ep.hpp"
 #include "slots.hpp"
+#include "sockaddr.hpp"
 
 #include <netinet/in.h>
 
@@ -38,17 +39,6 @@ DAT_RETURN check_private_data(const Ia &ia, DAT_COUNT size, const void *data, in
     return DAT_SUCCESS;
 }
 
-DAT_PORT_QUAL port_of(const sockaddr *sa) {
-    if (sa->sa_family == AF_INET)
-        return ntohs(reinterpret_cast<const sockaddr_in *>(sa)->sin_port);
-    if (sa->sa_family == AF_INET6)
-        return ntohs(reinterpret_cast<const sockaddr_in6 *>(sa)->sin6_port);
-    return 0;
-}
-
-std::size_t sockaddr_size(const sockaddr *sa) {
-    return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
 
 DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
                          const void *pd) {
@@ -702,13 +692,8 @@ DAT_RETURN csp_create(DAT_IA_HANDLE ia_handle, DAT_COMM *comm, DAT_IA_ADDRESS_PT
         const DAT_CONN_QUAL port = port_of(address);
         if (DAT_RETURN r = open_service_point(*ia, *csp, *evd, port ? &port : nullptr, nullptr))
             return r;
-        if (!port) { // the provider chose the port: the query shows it
-            const auto chosen = htons(static_cast<std::uint16_t>(csp->conn_qual));
-            if (csp->address.ss_family == AF_INET)
-                reinterpret_cast<sockaddr_in *>(&csp->address)->sin_port = chosen;
-            else
-                reinterpret_cast<sockaddr_in6 *>(&csp->address)->sin6_port = chosen;
-        }
+        if (!port) // the provider chose the port: the query shows it
+            set_port(csp->address, static_cast<std::uint16_t>(csp->conn_qual));
         *csp_out = csp;
         return DAT_SUCCESS;
     });

@@ -7,6 +7,8 @@
 #include "srq.hpp"
 
 #include <algorithm>
+#include "sockaddr.hpp"
+
 #include <arpa/inet.h>
 #include <cstring>
 #include <unistd.h>
@@ -17,16 +19,8 @@ namespace {
 
 OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
 
-void set_port(sockaddr_storage &sa, std::uint16_t port) {
-    if (sa.ss_family == AF_INET)
-        reinterpret_cast<sockaddr_in *>(&sa)->sin_port = htons(port);
-    else if (sa.ss_family == AF_INET6)
-        reinterpret_cast<sockaddr_in6 *>(&sa)->sin6_port = htons(port);
-}
-
-std::size_t sa_len(const sockaddr *sa) {
-    return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
+using kit::port_of;
+using kit::set_port;
 
 } // namespace
 
@@ -220,25 +214,21 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
 
 DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                                  std::size_t pdata_len, DAT_TIMEOUT timeout) {
-    if (qual > 0xffff) {
-        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
-                 static_cast<unsigned long long>(qual));
-        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    }
-    sockaddr_storage dest{};
-    std::memcpy(&dest, addr, sa_len(addr));
-    set_port(dest, static_cast<std::uint16_t>(qual));
+    std::uint16_t port = 0;
+    if (DAT_RETURN r = kit::qual_to_port(ia_.name, qual, DAT_INVALID_ARG3, port))
+        return r;
+    sockaddr_storage dest = kit::with_port(addr, port);
     fi_info *hints = fi_dupinfo(info_);
     if (!hints)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     std::free(hints->dest_addr);
-    hints->dest_addr = std::malloc(sa_len(addr));
+    hints->dest_addr = std::malloc(kit::sockaddr_size(addr));
     if (!hints->dest_addr) {
         fi_freeinfo(hints);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
-    std::memcpy(hints->dest_addr, &dest, sa_len(addr));
-    hints->dest_addrlen = sa_len(addr);
+    std::memcpy(hints->dest_addr, &dest, kit::sockaddr_size(addr));
+    hints->dest_addrlen = kit::sockaddr_size(addr);
     hints->addr_format = addr->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
     if (addr->sa_family != addr_.ss_family) {
         std::free(hints->src_addr);
@@ -299,11 +289,10 @@ DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool graceful) {
 }
 
 DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
-    if (qual && *qual > 0xffff) {
-        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
-                 static_cast<unsigned long long>(*qual));
-        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    }
+    std::uint16_t port = 0;
+    if (qual)
+        if (DAT_RETURN r = kit::qual_to_port(ia_.name, *qual, DAT_INVALID_ARG2, port))
+            return r;
     fi_info *hints = fi_dupinfo(info_);
     if (!hints)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -312,11 +301,11 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
         fi_freeinfo(hints);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
-    std::memcpy(src, &addr_, sa_len(address()));
-    set_port(*src, qual ? static_cast<std::uint16_t>(*qual) : 0);
+    std::memcpy(src, &addr_, kit::sockaddr_size(address()));
+    set_port(*src, port);
     std::free(hints->src_addr);
     hints->src_addr = src;
-    hints->src_addrlen = sa_len(address());
+    hints->src_addrlen = kit::sockaddr_size(address());
     fi_info *pinfo = nullptr;
     int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &pinfo);
     fi_freeinfo(hints);
@@ -350,8 +339,7 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     sockaddr_storage bound{};
     std::size_t blen = sizeof bound;
     if (fi_getname(&opsp->pep->fid, &bound, &blen) == 0) {
-        *assigned = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port)
-                                                : ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
+        *assigned = port_of(bound);
     } else if (qual) {
         *assigned = *qual;
     }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IA: ia_params, fabric/domain/event queue, attributes, and the CM thread.
 #include "ofi.hpp"
+#include "params.hpp"
+#include "sockaddr.hpp"
 
 #include "log.hpp"
 
@@ -47,14 +49,10 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(int fi_err) {
 }
 
 bool parse_params(const std::string &text, Params &out, std::string &error) {
-    std::istringstream in(text);
-    for (std::string word; in >> word;) {
-        auto eq = word.find('=');
-        if (eq == std::string::npos || eq == 0) {
-            error = "'" + word + "' is not key=value";
-            return false;
-        }
-        std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+    kit::ParamList words;
+    if (!kit::split_params(text, words, error))
+        return false;
+    for (const auto &[key, value] : words) {
         if (key == "provider")
             out.provider = value;
         else if (key == "address")
@@ -111,10 +109,7 @@ DAT_RETURN OfiTransport::open() {
         return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
     }
     std::memcpy(&addr_, info_->src_addr, info_->src_addrlen);
-    if (addr_.ss_family == AF_INET)
-        reinterpret_cast<sockaddr_in *>(&addr_)->sin_port = 0;
-    else if (addr_.ss_family == AF_INET6)
-        reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_port = 0;
+    kit::set_port(addr_, 0);
     if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) {
         DAT2_ERR("%s: fi_fabric: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
@@ -423,9 +418,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
             sockaddr_storage local{};
             std::size_t llen = sizeof local;
             if (oep->ep && fi_getname(&oep->ep->fid, &local, &llen) == 0)
-                oep->owner->local_port = ntohs(local.ss_family == AF_INET6
-                                                   ? reinterpret_cast<sockaddr_in6 *>(&local)->sin6_port
-                                                   : reinterpret_cast<sockaddr_in *>(&local)->sin_port);
+                oep->owner->local_port = kit::port_of(local);
             kit::on_established(*oep->owner, pdata, pdata_len);
         }
         return;

@@ -1,36 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The plugin's only exported symbols: the registry calls dat_provider_init
-// once per dat.conf entry naming this library, with the entry's ia_params.
+// The plugin's only exported symbols (core/plugin.hpp).
 #include "ofi.hpp"
+#include "plugin.hpp"
 
-#include "log.hpp"
-
-namespace dat2::ofi {
-namespace {
-
-std::unique_ptr<kit::Transport> make_transport(kit::Ia &ia, const std::string &ia_params, DAT_RETURN &error) {
-    Params params;
-    std::string why;
-    if (!parse_params(ia_params, params, why)) {
-        DAT2_ERR("%s: ia_params \"%s\": %s\n", ia.name.c_str(), ia_params.c_str(), why.c_str());
-        error = DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
-        return nullptr;
-    }
-    auto t = std::make_unique<OfiTransport>(ia, params);
-    error = t->open();
-    if (error != DAT_SUCCESS)
-        return nullptr;
-    return t;
-}
-
-} // namespace
-} // namespace dat2::ofi
-
-extern "C" __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,
-                                                                         const char *ia_params) {
-    dat2::kit::provider_init(info, ia_params, dat2::ofi::make_transport);
-}
-
-extern "C" __attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER_INFO *info) {
-    dat2::kit::provider_fini(info);
-}
+DAT2_PLUGIN_ENTRY_POINTS(dat2::ofi::OfiTransport, dat2::ofi::Params, dat2::ofi::parse_params)

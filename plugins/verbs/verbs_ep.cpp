@@ -7,6 +7,8 @@
 #include "srq.hpp"
 
 #include <algorithm>
+#include "sockaddr.hpp"
+
 #include <arpa/inet.h>
 #include <cerrno>
 #include <climits>
@@ -18,16 +20,7 @@ namespace {
 
 VerbsEp &vep_of(kit::Ep &ep) { return *static_cast<VerbsEp *>(ep.tp); }
 
-void set_port(sockaddr_storage &sa, std::uint16_t port) {
-    if (sa.ss_family == AF_INET)
-        reinterpret_cast<sockaddr_in *>(&sa)->sin_port = htons(port);
-    else if (sa.ss_family == AF_INET6)
-        reinterpret_cast<sockaddr_in6 *>(&sa)->sin6_port = htons(port);
-}
-
-std::size_t sa_len(const sockaddr *sa) {
-    return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
+using kit::set_port;
 
 // IB CM reject reason of a reject sent by the peer's consumer (rdma_reject).
 constexpr int kRejectConsumerDefined = 28;
@@ -274,14 +267,10 @@ void VerbsTransport::ep_reset(kit::Ep &ep) {
 
 DAT_RETURN VerbsTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                                    std::size_t pdata_len, DAT_TIMEOUT timeout) {
-    if (qual > 0xffff) {
-        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
-                 static_cast<unsigned long long>(qual));
-        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    }
-    sockaddr_storage dest{};
-    std::memcpy(&dest, addr, sa_len(addr));
-    set_port(dest, static_cast<std::uint16_t>(qual));
+    std::uint16_t port = 0;
+    if (DAT_RETURN r = kit::qual_to_port(ia_.name, qual, DAT_INVALID_ARG3, port))
+        return r;
+    sockaddr_storage dest = kit::with_port(addr, port);
     const sockaddr *src = addr->sa_family == addr_.ss_family ? address() : nullptr;
     VerbsEp &vep = vep_of(ep);
     rdma_cm_id *id = nullptr;
@@ -497,13 +486,12 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
 // ---- passive side -------------------------------------------------------------------------
 
 DAT_RETURN VerbsTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
-    if (qual && *qual > 0xffff) {
-        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia_.name.c_str(),
-                 static_cast<unsigned long long>(*qual));
-        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
-    }
+    std::uint16_t port = 0;
+    if (qual)
+        if (DAT_RETURN r = kit::qual_to_port(ia_.name, *qual, DAT_INVALID_ARG2, port))
+            return r;
     sockaddr_storage local = addr_;
-    set_port(local, qual ? static_cast<std::uint16_t>(*qual) : 0);
+    set_port(local, port);
     auto *vpsp = new VerbsPsp;
     vpsp->owner = &psp;
     rdma_cm_id *id = nullptr;

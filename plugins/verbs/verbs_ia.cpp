@@ -3,6 +3,8 @@
 // the CM thread (rdma_cm events, device async events, broken connections,
 // connect timeouts).
 #include "verbs.hpp"
+#include "params.hpp"
+#include "sockaddr.hpp"
 
 #include "log.hpp"
 
@@ -108,14 +110,10 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
 }
 
 bool parse_params(const std::string &text, Params &out, std::string &error) {
-    std::istringstream in(text);
-    for (std::string word; in >> word;) {
-        auto eq = word.find('=');
-        if (eq == std::string::npos || eq == 0) {
-            error = "'" + word + "' is not key=value";
-            return false;
-        }
-        std::string key = word.substr(0, eq), value = word.substr(eq + 1);
+    kit::ParamList words;
+    if (!kit::split_params(text, words, error))
+        return false;
+    for (const auto &[key, value] : words) {
         if (key == "device") {
             out.device = value == "any" ? "" : value;
         } else if (key == "port") {
@@ -192,7 +190,7 @@ DAT_RETURN VerbsTransport::select_device(std::string &device_name) {
                 device_name = dev;
                 port_ = probe->port_num;
                 addr_ = cand;
-                reinterpret_cast<sockaddr_in *>(&addr_)->sin_port = 0; // same offset for IPv6
+                kit::set_port(addr_, 0);
             } else {
                 tried += " " + addr_text(reinterpret_cast<sockaddr *>(&cand)) + " (" + dev + " port " +
                          std::to_string(probe->port_num) + ")";

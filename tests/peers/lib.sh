@@ -75,6 +75,11 @@ wait_until() {
     return 1
 }
 
+# Listener probes (PORT -> 0 when something listens there): TCP sockets, and
+# rdma_cm ids (rping, dapltest and DAT servers over verbs open no socket).
+tcp_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+cm_listening() { rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN .*src-addr [^ ]*:$1( |$)"; }
+
 # await_server SECONDS CMD...: like wait_until for CMD (the server listens),
 # but gives up as soon as the server ($spid) has exited: 0 listening, 1 the
 # server exited, 2 not listening after SECONDS.

@@ -33,6 +33,9 @@ ofed_dat2=/usr/lib/x86_64-linux-gnu/libdat2.so.2
 ia=ofa-v2-rxe
 all_cases=(devices rping write-lat send-lat dtest dtest-W dapltest-T dapltest-P dapltest-P-lat)
 
+# stop_tree (ends a `timeout`-wrapped program), wait_until, the listener probes.
+# shellcheck source=../peers/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../peers/lib.sh"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vm-smoke.XXXXXX") || exit 1
 cd "$tmp" || exit 1
 spid='' cpid=''
@@ -40,36 +43,8 @@ trap 'stop "$cpid"; stop "$spid"; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
 # ---- helpers ------------------------------------------------------------------------
-# stop PID: ends a `timeout`-wrapped program (TERM, which timeout forwards;
-# KILL after 3 s).
-stop() {
-    local pid=$1 i
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null
-    for ((i = 0; i < 30; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    return 0
-}
+stop() { stop_tree "$1"; }
 
-# wait_until SECONDS CMD...: CMD every 0.1 s until it succeeds (0) or time is up (1).
-wait_until() {
-    local i n=$(($1 * 10))
-    shift
-    for ((i = 0; i < n; i++)); do
-        "$@" && return 0
-        sleep 0.1
-    done
-    return 1
-}
-
-tcp_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
-# An rdma_cm listener (rping, dapltest) opens no TCP socket: ask the RDMA
-# netlink interface.
-cm_listening() { rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN .*src-addr $addr:$1 "; }
 
 sout=server.out cout=client.out
 # Latency cases pin server and client to different vCPUs: two busy-polling
