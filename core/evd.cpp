@@ -119,6 +119,8 @@ void evd_fill_locked(Evd &evd) {
         if (n <= 0)
             break;
         consume_completions(evd, c, n, false);
+        if (n < room)
+            break; // a short read emptied the queue: a second poll (a syscall on tcp) would find nothing
     }
 }
 
