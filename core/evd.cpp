@@ -51,7 +51,7 @@ DAT_EVENT ring_pop_locked(Evd &evd) {
 }
 
 // Turns completions into events; returns how many events were produced.
-void consume_completions(Evd &evd, const Completion *c, int n, bool to_spill) {
+void consume_completions(Evd &evd, const Completion *c, int n) {
     for (int i = 0; i < n; ++i) {
         Op &op = *c[i].op;
         std::uint8_t expected = Op::kPosted;
@@ -68,7 +68,9 @@ void consume_completions(Evd &evd, const Completion *c, int n, bool to_spill) {
         op_recycle(op);
         if (!report)
             continue;
-        if (to_spill || evd.count == capacity(evd))
+        // Past the FIFO's room, or behind events already spilled (order
+        // holds): the spill. Draining everything may exceed qlen.
+        if (!evd.spill.empty() || evd.count == capacity(evd))
             evd.spill.push_back(e);
         else
             ring_push_locked(evd, e);
@@ -118,7 +120,7 @@ void evd_fill_locked(Evd &evd) {
         int n = evd.ia->transport->cq_read(evd, c, room);
         if (n <= 0)
             break;
-        consume_completions(evd, c, n, false);
+        consume_completions(evd, c, n);
         if (n < room)
             break; // a short read emptied the queue: a second poll (a syscall on tcp) would find nothing
     }
@@ -134,7 +136,7 @@ void evd_drain_all_locked(Evd &evd) {
         int n = evd.ia->transport->cq_read(evd, c, 32);
         if (n <= 0)
             break;
-        consume_completions(evd, c, n, true);
+        consume_completions(evd, c, n);
     }
 }
 
@@ -176,9 +178,11 @@ void evd_push(Evd &evd, const DAT_EVENT &event) {
         if (evd.spill.empty() && evd.count < capacity(evd)) {
             ring_push_locked(evd, e);
         } else {
+            // Spilled completions that still fit within qlen are not an
+            // overflow: only more events than qlen are.
+            overflow = evd.count + evd.spill.size() >= capacity(evd) && !evd.overflowed;
+            evd.overflowed = evd.overflowed || overflow;
             evd.spill.push_back(e);
-            overflow = !evd.overflowed;
-            evd.overflowed = true;
         }
         cno = cno_to_notify_locked(evd, true);
     }

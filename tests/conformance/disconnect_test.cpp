@@ -5,8 +5,11 @@
 // every state, and posting after the disconnect.
 #include "connected.hpp"
 
+
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 #include <vector>
 
 using namespace conformance;
@@ -15,6 +18,10 @@ namespace {
 
 class DisconnectTest : public ConnectedTest {
 protected:
+    // Defined below: completions in the transport's queue plus flushes fit
+    // the EVD; `local`: the server disconnects, else the client does.
+    void completions_and_flushes_within_qlen(bool local);
+
     // A connected pair; `from` disconnects with `flags`. dat_ep_disconnect(3DAT):
     // completion "reported ... through a DAT_CONNECTION_EVENT_DISCONNECTED event on
     // connect_evd_handle"; state DISCONNECTED -- on both sides, once.
@@ -147,6 +154,54 @@ TEST_P(DisconnectTest, RemoteDisconnectFlushesReceivesInPostingOrder) {
     ASSERT_DAT_OK(dat_ep_get_status(server.ep, &st, &recv_idle, &req_idle));
     EXPECT_EQ(st, DAT_EP_STATE_DISCONNECTED);
     EXPECT_EQ(recv_idle, DAT_TRUE);
+}
+
+// Receive completions still in the transport's queue when the Endpoint
+// disconnects, then the flushes of the receives left: together they fit in
+// the EVD's qlen, so no DAT_ASYNC_ERROR_EVD_OVERFLOW (the kit used to count
+// the drained completions as an overflow).
+void DisconnectTest::completions_and_flushes_within_qlen(bool local) {
+    constexpr int kQlen = 8, kRecvs = 6, kSends = 3;
+    constexpr size_t kMsg = 256;
+    DAT_EVD_HANDLE small = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &small));
+    server.free_ep();
+    ASSERT_DAT_OK(server.create_ep_on(&server.ep, small, server.req_evd, server.conn_evd));
+    Buffer r, s;
+    ASSERT_DAT_OK(server.post_recvs(r, kRecvs, 0x500, kMsg));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(client.register_buffer(s, kMsg * kSends));
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = s.iov(kMsg * i, kMsg);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+    }
+    // Nobody reads the server's EVD while the receives land.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_DAT_OK(dat_ep_disconnect(local ? server.ep : client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    // dat_ep_post_recv(3DAT) on a disconnected Endpoint: flushed at once,
+    // behind what the disconnect queued.
+    DAT_LMR_TRIPLET last = r.iov(0, kMsg);
+    ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &last, cookie(0x600), DAT_COMPLETION_DEFAULT_FLAG));
+    for (int i = 0; i < kSends; ++i)
+        EXPECT_TRUE(wait_dto_ok(small, 0x500 + i));
+    EXPECT_TRUE(flushed_in_order(small, kRecvs - kSends, 0x500 + kSends));
+    EXPECT_TRUE(flushed_in_order(small, 1, 0x600));
+    EXPECT_TRUE(no_event(small));
+    DAT_EVENT ev{};
+    DAT_RETURN q = dat_evd_dequeue(server.ia.async_evd, &ev);
+    EXPECT_EQ(DAT_GET_TYPE(q), DAT_QUEUE_EMPTY) << "async event: " << event_text(ev);
+    server.free_ep();
+    EXPECT_DAT_OK(dat_evd_free(small));
+}
+
+TEST_P(DisconnectTest, LocalDisconnectCompletionsAndFlushesWithinQlenAreNoOverflow) {
+    completions_and_flushes_within_qlen(true);
+}
+
+TEST_P(DisconnectTest, RemoteDisconnectCompletionsAndFlushesWithinQlenAreNoOverflow) {
+    completions_and_flushes_within_qlen(false);
 }
 
 // ---- ordering on a shared EVD -----------------------------------------------------------------
