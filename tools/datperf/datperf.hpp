@@ -60,6 +60,8 @@ struct Options {
     std::vector<std::string> compare;     // peer names
     int peer_repeats = 3;
     std::string peer_provider;            // libfabric provider for fi_* peers; empty: from the IA
+    std::string peer_device;              // RDMA device of the perftest peers; empty: theirs
+    int peer_gid = -1;                    // GID index of the perftest peers; -1: theirs
     bool json = false, csv = false;       // on stdout instead of the table
     std::string json_path, csv_path, plot_path;
     int progress = -1;                    // -1: when stderr is a terminal

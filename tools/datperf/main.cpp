@@ -156,6 +156,10 @@ struct Peers {
             req.iters = n + warmup_for(opt, w, n);
             req.address = session.server_address;
             req.provider = peer_provider(opt, session);
+            req.window = static_cast<int>(opt.window);
+            req.device = opt.peer_device;
+            req.gid_index = opt.peer_gid;
+            req.netdev = interface_of(session.server_address);
             req.timeout_s = opt.timeout_s;
             run_peer(*peer, req, opt.peer_repeats, &*it, opt.progress > 0);
         }

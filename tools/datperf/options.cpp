@@ -139,10 +139,16 @@ void usage(std::FILE *out)
         "comparison:\n"
         "  --compare[=PEER,...]  runs peer programs on the same sizes in the same run and\n"
         "                      shows our figures as ratios to the peer's median (one-command\n"
-        "                      mode only). Peers: fi_pingpong (default; for pingpong)\n"
+        "                      mode only). Peers: fi_pingpong (default; for pingpong);\n"
+        "                      on an RDMA device (perftest): ib_send_lat (pingpong),\n"
+        "                      ib_write_lat (write-lat), ib_write_bw, ib_read_bw,\n"
+        "                      ib_send_bw (write, read, send); dtest (write-lat: OFED\n"
+        "                      dapl's dtest -W through OFED's libdat2 and cma provider)\n"
         "  --peer-repeats N    runs of the peer per size (default 3)\n"
         "  --peer-provider P   libfabric provider for fi_pingpong (default: from the IA's\n"
         "                      vendor name \"libfabric P\", else tcp)\n"
+        "  --peer-device DEV   RDMA device of the perftest peers (default: theirs)\n"
+        "  --peer-gid N        GID index of the perftest peers (-x; RoCEv2 IPv4 on rxe: 1)\n"
         "\n"
         "Exit status: 0 measured, 1 a DAT call, a connection, a child process or an\n"
         "output failed (the reason is on stderr), 2 bad usage. A peer that fails shows\n"
@@ -333,6 +339,13 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
         } else if (a == "--peer-provider") {
             if (!need(&opt->peer_provider) || opt->peer_provider.empty())
                 return bad("--peer-provider needs a libfabric provider name");
+        } else if (a == "--peer-device") {
+            if (!need(&opt->peer_device) || opt->peer_device.empty())
+                return bad("--peer-device needs an RDMA device name (ibv_devices lists them)");
+        } else if (a == "--peer-gid") {
+            if (!number(0, 255, &n))
+                return false;
+            opt->peer_gid = static_cast<int>(n);
         } else if (!a.empty() && a[0] != '-') {
             for (const auto &name : split(a, ',')) {
                 const WorkloadInfo *w = find_workload(name);

@@ -5,8 +5,9 @@
 //
 // A peer is one class: which of our workloads it is the counterpart of, how
 // to run it once at one size (server and client), and how to read its
-// figure from its output. fi_pingpong is the first; ib_send_lat,
-// ib_write_lat and OFED's dtest (in the rxe VM) are meant to follow.
+// figure from its output: libfabric's fi_pingpong; perftest's ib_send_lat,
+// ib_write_lat, ib_write_bw, ib_read_bw and ib_send_bw; OFED dapl's dtest -W
+// (RDMA-write ping-pong through OFED's libdat2 and its cma provider).
 #pragma once
 
 #include "datperf.hpp"
@@ -23,6 +24,10 @@ struct PeerRequest {
     std::uint64_t iters = 0;
     std::string address;  // where the server listens (the IA's address)
     std::string provider; // libfabric provider name, for fi_* peers
+    int window = 1;       // outstanding operations of the streaming workloads
+    std::string device;   // RDMA device of the perftest peers ("" : theirs)
+    int gid_index = -1;   // their GID index (-x), -1: theirs
+    std::string netdev;   // the network interface holding `address` (OFED's dat.conf entry)
     double timeout_s = 30;
 };
 
@@ -52,6 +57,20 @@ std::unique_ptr<ComparePeer> make_peer(const std::string &name);
 // k/m/g suffixes. False with *error when there is no such row.
 bool parse_fi_pingpong(const std::string &output, std::uint64_t size, double *usec_per_xfer, double *mb_s,
                        std::string *error);
+
+// perftest's result row for `size` and `iters`: the latency tools'
+// t_typical (their median, one-way, us), or the bandwidth tools' message
+// rate times the size (10^6 B/s; their "MB/sec" columns are MiB/s). Columns
+// are found by their header names. False with *error.
+bool parse_perftest(const std::string &output, bool latency, std::uint64_t size, double *latency_us, double *mb_s,
+                    std::string *error);
+
+// dtest -W's "RDMA write PingPong: (N x SIZE) Total T us: latency L us, BW B MB/s"
+// line: L (one-way, us). False with *error.
+bool parse_dtest_pingpong(const std::string &output, double *latency_us, double *mb_s, std::string *error);
+
+// The network interface that holds IPv4 `address` ("" when none does).
+std::string interface_of(const std::string &address);
 
 // Runs `peer` `repeats` times at one size and adds the samples to `into`
 // (its point for that size is created on first use; the median recomputed).
