@@ -24,10 +24,20 @@ std::vector<unsigned char> pdata(size_t n, unsigned char seed) {
     return v;
 }
 
-bool is_loopback_v4(DAT_IA_ADDRESS_PTR a) {
+// `a` is the IPv4 address `ia` reports (dat_ia_query): where a peer on that
+// IA connects from (127.0.0.1 for libfabric tcp on loopback, the RDMA
+// netdev's address for verbs).
+::testing::AssertionResult is_address_of(DAT_IA_ADDRESS_PTR a, DAT_IA_HANDLE ia) {
+    IaAddress want;
+    if (DAT_RETURN r = ia_address(ia, &want))
+        return ::testing::AssertionFailure() << "dat_ia_query: " << ret_text(r);
     if (!a || a->sa_family != AF_INET)
-        return false;
-    return reinterpret_cast<const sockaddr_in *>(a)->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+        return ::testing::AssertionFailure() << "not an IPv4 address";
+    const auto got = reinterpret_cast<const sockaddr_in *>(a)->sin_addr.s_addr;
+    if (got != reinterpret_cast<const sockaddr_in *>(want.ptr())->sin_addr.s_addr)
+        return ::testing::AssertionFailure() << "address " << inet_ntoa(in_addr{got}) << ", the IA's is "
+                                             << want.text();
+    return ::testing::AssertionSuccess();
 }
 
 // ---- PSPs ---------------------------------------------------------------------
@@ -126,8 +136,8 @@ TEST_P(CmTest, ConnectionRequestCarriesClientPrivateDataIntact) {
     ASSERT_EQ(p.private_data_size, 64);
     ASSERT_NE(p.private_data, nullptr);
     EXPECT_EQ(std::memcmp(p.private_data, pd.data(), pd.size()), 0);
-    // dat_cr_query(3DAT): provides remote_ia_address (the client is on 127.0.0.1).
-    EXPECT_TRUE(is_loopback_v4(p.remote_ia_address_ptr));
+    // dat_cr_query(3DAT): provides remote_ia_address (the client's IA's).
+    EXPECT_TRUE(is_address_of(p.remote_ia_address_ptr, client.ia.ia));
     // Consumer PSP: no provider-created Endpoint.
     EXPECT_EQ(p.local_ep_handle, DAT_HANDLE_NULL);
     ASSERT_NO_FATAL_FAILURE(accept_pair(cr));
@@ -364,8 +374,8 @@ TEST_P(CmTest, EpQueryReportsPeerAddressesAndPortQualifiers) {
     ASSERT_DAT_OK(dat_ep_query(server.ep, DAT_EP_FIELD_ALL, &s));
     // dat_ep_query(3DAT): remote address and port valid in CONNECTED.
     EXPECT_EQ(c.remote_port_qual, port);
-    EXPECT_TRUE(is_loopback_v4(c.remote_ia_address_ptr));
-    EXPECT_TRUE(is_loopback_v4(s.remote_ia_address_ptr));
+    EXPECT_TRUE(is_address_of(c.remote_ia_address_ptr, server.ia.ia));
+    EXPECT_TRUE(is_address_of(s.remote_ia_address_ptr, client.ia.ia));
     // dat_ep_connect(3DAT): the active Endpoint's Port Qualifier "is passed to the
     // remote side ... available to the remote Consumer in the Connection Request".
     EXPECT_EQ(c.local_port_qual, client_port_in_cr);

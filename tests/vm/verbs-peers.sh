@@ -5,7 +5,7 @@
 # Runs where a verbs device with an IP address exists: inside the Soft-RoCE
 # VM (tests/vm/rxe-vm.sh, which exports DAT2_VM_ADDR), or on RDMA hardware.
 #
-#   verbs-peers.sh <build lib dir> <ours|ofed|ofed-cma> [case]
+#   verbs-peers.sh <build lib dir> <ours|ofed|ofed-cma|ours-cma> [case]
 #
 # Pairings:
 #   ours      our libdat2 (LD_LIBRARY_PATH=<lib dir> shadows OFED's) + our
@@ -13,6 +13,8 @@
 #   ofed      OFED's libdat2 + our verbs plugin, named by absolute path
 #   ofed-cma  OFED's libdat2 + OFED's own cma provider (libdaplofa): the
 #             baseline the performance results are compared with
+#   ours-cma  our libdat2 + OFED's cma provider: our registry hosts OFED's
+#             providers unchanged (the drop-in replacement of libdat2)
 # Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm
 #        dapltest-T-SR dapltest-T-RR dapltest-T-RW dapltest-T-V
 #        dapltest-P-RW dapltest-P-RR dapltest-Q
@@ -46,11 +48,11 @@ peers_start verbs_peers 135
 conf=$tmp/dat.conf
 case $pairing in
 ours | ofed) ia=verbs-peer ;;
-ofed-cma) ia=ofa-v2-cma-roe-$netdev ;;
-*) fail "pairing must be ours, ofed or ofed-cma, not '$pairing'" ;;
+ofed-cma | ours-cma) ia=ofa-v2-cma-roe-$netdev ;;
+*) fail "pairing must be ours, ofed, ofed-cma or ours-cma, not '$pairing'" ;;
 esac
 case $pairing in
-ours)
+ours | ours-cma)
     libname=libdat2_verbs.so
     export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     want_dat2=$libdir/libdat2.so.2
@@ -81,6 +83,7 @@ echo "pairing $pairing: libdat2 $resolved, IA $ia ($addr on $netdev), case $case
 # A slower device in a small VM: longer limits, smaller runs.
 client_limit=90 server_wait=30 exit_wait=30 line_wait=15
 dtest_args="-B 50 -b 65536" dtestcm_connections=100 iteration_divisor=2
+dtestx_atomics=yes # rxe has IBV_ATOMIC_HCA: dtestx must run its atomics
 dat_listening=cm_listening # rdma_cm listeners are not sockets
 # shellcheck source=../peers/cases.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../peers/cases.sh"

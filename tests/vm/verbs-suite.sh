@@ -7,8 +7,10 @@
 #   tests/vm/rxe-vm.sh --rw <build dir> -- tests/vm/verbs-suite.sh <build dir> [part...]
 #
 # Parts: conformance, peers, peers-ofed (our plugin under OFED's libdat2),
-# baseline (OFED's own cma provider, for the performance numbers); default
-# conformance peers peers-ofed. Prints one line per test, the RESULT lines of
+# peers-ours-cma (OFED's cma provider under our libdat2),
+# baseline (OFED's own cma provider, for the performance numbers), datperf
+# (datperf with perftest and OFED dtest -W side by side); default
+# conformance peers peers-ofed peers-ours-cma. Prints one line per test, the RESULT lines of
 # the performance cases, and a summary; exits 0 only when every test passed.
 #
 # A conformance test whose premise does not hold on verbs is listed below
@@ -16,11 +18,11 @@
 # not fail the suite. Everything else must pass.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|baseline]...}
+build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|peers-ours-cma|baseline|datperf]...}
 shift
 build=$(cd "$build" && pwd) || exit 2
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(conformance peers peers-ofed)
+[ ${#parts[@]} -gt 0 ] || parts=(conformance peers peers-ofed peers-ours-cma)
 ia=${VERBS_SUITE_IA:-verbs}
 
 declare -A known_failure=(
@@ -30,7 +32,6 @@ declare -A known_failure=(
     [Ia/CmTest.ConnectPrivateDataLargerThanMaxIsInvalidParameter]=pdata
     [Ia/CmTest.AcceptPrivateDataLargerThanMaxIsInvalidParameterAndLeavesRequestPending]=pdata
     [Ia/CmTest.ConnectToSilentPeerTimesOutWithinTimeout]=silent
-    [Ia/CmTest.EpQueryReportsPeerAddressesAndPortQualifiers]=loopback
     [Ia/DtoStoppedPeerTest.PostingMoreRequestsThanMaxRequestDtosIsInsufficientResources]=stopped
     [Ia/RmrConnectedTest.RdmaWriteStraddlingTheEndOfTheWindow]=rxe-mw
     [Ia/RmrConnectedTest.RdmaWriteStraddlingTheStartOfTheWindow]=rxe-mw
@@ -42,7 +43,6 @@ declare -A known_failure=(
 declare -A reason=(
     [pdata]="an InfiniBand/RoCE CM request carries 56 bytes of private data with IP addressing (rdma_cm's own header takes 36 of 92); max_private_data_size is 54, below the 64 dat_ia_query(3DAT) asks for"
     [silent]="the test's silent peer is a TCP socket; rdma_cm's port space is not TCP's, so the CM refuses at once (NON_PEER_REJECTED)"
-    [loopback]="the test expects the peers on 127.0.0.1; a verbs IA's address is its RDMA netdev's"
     [stopped]="a SIGSTOPped peer's RDMA device still answers RDMA Reads, so the test's requests do not stay outstanding"
     [rxe-mw]="Soft-RoCE checks an access through a memory window against the memory region under it, not against the window (drivers/infiniband/sw/rxe/rxe_resp.c check_rkey); RDMA hardware checks the window"
     [inv]="on InfiniBand/RoCE a send with invalidate naming no valid window of the receiver completes in error at the receiver and breaks the connection; it cannot be delivered as a plain receive"
@@ -105,11 +105,13 @@ run_conformance() {
     rm -rf "$out"
 }
 
+all_peer_cases="dtest dtest-p dtest-c dtest-W dtest-D dtestcm dtestx dapltest-T-SR dapltest-T-RR dapltest-T-RW
+    dapltest-T-V dapltest-P-RW dapltest-P-RR dapltest-Q"
+# run_peers PAIRING [CASES]: each case (default all) judged.
 run_peers() {
     local pairing=$1 c log
     log=$(mktemp "${TMPDIR:-/tmp}/verbs-peer.XXXXXX")
-    for c in dtest dtest-p dtest-c dtest-W dtest-D dtestcm dapltest-T-SR dapltest-T-RR dapltest-T-RW \
-        dapltest-T-V dapltest-P-RW dapltest-P-RR dapltest-Q; do
+    for c in ${2:-$all_peer_cases}; do
         if bash "$here/verbs-peers.sh" "$build/lib" "$pairing" "$c" >"$log" 2>&1; then
             passed=$((passed + 1))
             note "ok    peer $pairing $c"
@@ -139,12 +141,40 @@ run_baseline() {
     rm -f "$log"
 }
 
+# datperf on the verbs IA with its RDMA peers side by side (perftest on the
+# same device, OFED dtest -W through OFED's cma provider): the table, JSON
+# and plot land in the build directory (shared with the host by --rw).
+# Judged: datperf exits 0 and every peer ran (a peer that failed shows as
+# "failed" in the table).
+run_datperf() {
+    local out=$build/datperf-verbs
+    local dev
+    dev=$(ls /sys/class/infiniband 2>/dev/null | head -n 1)
+    if "$build/bin/datperf" -P "$ia" --no-progress --runs 3 --peer-repeats 3 \
+        --compare=ib_send_lat,ib_write_lat,ib_write_bw,dtest ${dev:+--peer-device "$dev"} --peer-gid 1 \
+        --sizes 1,64,4k,64k pingpong,write-lat,write \
+        --json="$out.json" --plot "$out.png" >"$out.txt" 2>"$out.err"; then
+        if grep -qE "failed:|not run:" "$out.txt"; then
+            failed=$((failed + 1)); failures+=("datperf: a peer failed (see $out.txt)")
+        else
+            passed=$((passed + 1))
+        fi
+    else
+        failed=$((failed + 1)); failures+=("datperf exited $? ($(tail -n 1 "$out.err"))")
+    fi
+    cat "$out.txt"
+}
+
 for part in "${parts[@]}"; do
     case $part in
     conformance) note "---- conformance suites on IA '$ia'"; run_conformance ;;
     peers) note "---- peer programs, our libdat2"; run_peers ours ;;
     peers-ofed) note "---- peer programs, OFED's libdat2"; run_peers ofed ;;
+    # OFED's own provider under our registry: a few cases prove the hosting.
+    peers-ours-cma) note "---- peer programs, our libdat2 with OFED's cma provider"
+        run_peers ours-cma "dtest dtest-W dtestcm dapltest-T-SR dapltest-Q" ;;
     baseline) note "---- baseline: OFED's cma provider"; run_baseline ;;
+    datperf) note "---- datperf on '$ia' with perftest and OFED dtest side by side"; run_datperf ;;
     *) echo "verbs-suite: unknown part '$part'" >&2; exit 2 ;;
     esac
 done
