@@ -10,6 +10,7 @@
 
 #include <cstdarg>
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 #define DAT2_EXPORT extern "C" __attribute__((visibility("default")))
@@ -37,9 +38,13 @@ DAT_RETURN guarded(const char *fn, F &&f) noexcept
     }
 }
 
+// The first word of a handle. A consumer's handle need not be aligned (a
+// stale or bogus pointer): read it bytewise, never as a misaligned pointer load.
 inline const DAT_PROVIDER *provider_of(const void *handle) noexcept
 {
-    return *static_cast<const DAT_PROVIDER *const *>(handle);
+    const DAT_PROVIDER *p;
+    std::memcpy(&p, handle, sizeof p);
+    return p;
 }
 
 // Calls slot `Slot` of the provider owning `handle` (any non-IA handle).

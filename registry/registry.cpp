@@ -597,7 +597,8 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
 
 DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
 {
-    const DAT_PROVIDER *table_ptr = *static_cast<const DAT_PROVIDER *const *>(handle);
+    const DAT_PROVIDER *table_ptr; // bytewise: the handle need not be aligned
+    std::memcpy(&table_ptr, handle, sizeof table_ptr);
     State &s = state();
     DynamicEntry *provider = nullptr;
     {
