@@ -55,12 +55,12 @@ build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
      LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
      ctest_in "$out/asan" asan
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
-  && echo "[tsan] PeerDeathTest and DtoStoppedPeerTest run in plain and asan only: they fork a peer process after threads exist, which TSan cannot follow" \
-  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest"
+  && echo "[tsan] PeerDeathTest, DtoStoppedPeerTest and ForkTest run in plain and asan only: they fork a process after threads exist, which TSan cannot follow" \
+  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest|ForkTest"
 build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-60}" \
   && ctest_in "$out/fuzz" fuzz -V
-grep -hE "stat::number_of_executed_units|Done [0-9]+ runs" "$out"/fuzz.ctest.log 2>/dev/null | sed 's/^/[fuzz] /' | head -3
+grep -hE "stat::number_of_executed_units|Done [0-9]+ runs" "$out"/fuzz.ctest.log 2>/dev/null | sed 's/^/[fuzz] /' | head -4
 
 # Real verbs: Soft-RoCE (rdma_rxe) in a qemu VM the harness boots; a VM that
 # cannot boot fails the run (tests/vm/README.md).

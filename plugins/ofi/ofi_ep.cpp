@@ -24,31 +24,6 @@ using kit::set_port;
 
 } // namespace
 
-std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out) {
-    CmHeader h;
-    std::memcpy(h.magic, "DAT2", 4);
-    h.version = 1;
-    h.kind = kind;
-    h.length = static_cast<std::uint16_t>(len);
-    std::memcpy(out, &h, sizeof h);
-    if (len)
-        std::memcpy(out + sizeof h, pdata, len);
-    return sizeof h + len;
-}
-
-bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind, const unsigned char *&pdata,
-                     std::size_t &pdata_len) {
-    CmHeader h;
-    if (!data || len < sizeof h)
-        return false;
-    std::memcpy(&h, data, sizeof h);
-    if (std::memcmp(h.magic, "DAT2", 4) != 0 || (kind && h.kind != kind) || h.length > len - sizeof h)
-        return false;
-    pdata = static_cast<const unsigned char *>(data) + sizeof h;
-    pdata_len = h.length;
-    return true;
-}
-
 DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
     fid_cq *srq_cq = nullptr;
     if (ep.srq) {

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connection churn (issue 7): thousands of connect / accept / message /
+// disconnect cycles between two IAs of one process, each cycle ending in
+// dat_ep_reset or in dat_ep_free and a new Endpoint, and registering and
+// freeing an LMR. After a warm-up the process's open file descriptors
+// (/proc/self/fd) and resident memory (/proc/self/statm) must stay flat: a
+// leak of one descriptor, socket or libfabric object per connection, or of
+// a few hundred bytes per cycle, fails.
+//
+// DAT2_CHURN_CYCLES (default 5000) and DAT2_CHURN_SECONDS (default 40) bound
+// the run: it stops at whichever comes first and judges what it did, provided
+// at least kMinMeasured cycles ran after the warm-up (a slow sanitizer build
+// still gets there).
+#include "connected.hpp"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+using namespace conformance;
+
+constexpr long kWarmup = 100;       // cycles before the first sample: pools, caches, arena chunks
+constexpr long kMinMeasured = 300;  // cycles after it, at the least
+constexpr long kFdSlack = 4;        // descriptors the process may gain meanwhile (none expected)
+constexpr long kRssSlackKiB = 2048; // resident memory it may gain (allocator noise)
+
+long env_long(const char *name, long fallback) {
+    const char *v = std::getenv(name);
+    return v && *v ? std::strtol(v, nullptr, 0) : fallback;
+}
+
+long open_fds() {
+    long n = 0;
+    DIR *d = ::opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    while (dirent *e = ::readdir(d))
+        if (e->d_name[0] != '.')
+            ++n;
+    ::closedir(d);
+    return n - 1; // the directory's own descriptor
+}
+
+long rss_kib() {
+    long pages = 0, resident = 0;
+    FILE *f = std::fopen("/proc/self/statm", "r");
+    if (!f)
+        return -1;
+    int got = std::fscanf(f, "%ld %ld", &pages, &resident);
+    std::fclose(f);
+    return got == 2 ? resident * (::sysconf(_SC_PAGESIZE) / 1024) : -1;
+}
+
+// Under ASan (quarantine of freed memory) and TSan (shadow memory, history)
+// resident memory grows by design: only descriptors are judged there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr const char *kRssUnjudged = "a sanitizer build (its allocator keeps freed memory)";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr const char *kRssUnjudged = "a sanitizer build (its allocator keeps freed memory)";
+#else
+constexpr const char *kRssUnjudged = nullptr;
+#endif
+#else
+constexpr const char *kRssUnjudged = nullptr;
+#endif
+
+class ChurnTest : public ConnectedTest {
+  protected:
+    // One cycle: connect, one message each way checked, disconnect from
+    // either side (graceful or abrupt), drain, then reset or free+recreate.
+    void cycle(long i) {
+        Buffer recv, send;
+        ASSERT_DAT_OK(server.post_recvs(recv, 1, 0x1000 + i, 64));
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_DAT_OK(client.register_buffer(send, 64));
+        send.fill(static_cast<unsigned char>(i));
+        DAT_LMR_TRIPLET t = send.iov(0, 64);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(0x2000 + i), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x2000 + i));
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x1000 + i));
+        ASSERT_EQ(recv.mismatch(0, 64, static_cast<unsigned char>(i), 0), -1) << "cycle " << i << ": data differs";
+        Side &from = i % 2 ? client : server;
+        ASSERT_NO_FATAL_FAILURE(disconnect_pair(from, (i / 2) % 2 ? DAT_CLOSE_ABRUPT_FLAG : DAT_CLOSE_GRACEFUL_FLAG));
+        for (Side *s : {&server, &client})
+            for (DAT_EVD_HANDLE evd : {s->req_evd, s->recv_evd, s->conn_evd})
+                drain(evd);
+        if (i % 4 == 3) {
+            for (Side *s : {&server, &client}) {
+                ASSERT_DAT_OK(dat_ep_free(s->ep));
+                s->ep = DAT_HANDLE_NULL;
+                ASSERT_DAT_OK(s->create_ep());
+            }
+        } else {
+            ASSERT_DAT_OK(dat_ep_reset(server.ep));
+            ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        }
+        // The buffers' LMRs are freed here (Buffer's destructor): one LMR
+        // registration per side per cycle.
+    }
+};
+
+TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
+    const long cycles = env_long("DAT2_CHURN_CYCLES", 5000);
+    const auto budget = std::chrono::seconds(env_long("DAT2_CHURN_SECONDS", 40));
+    ASSERT_GT(cycles, kWarmup + kMinMeasured) << "DAT2_CHURN_CYCLES too small to judge";
+    const auto start = std::chrono::steady_clock::now();
+    long fd0 = -1, rss0 = -1;
+    auto measured_start = start;
+    long done = 0;
+    for (long i = 0; i < cycles; ++i) {
+        ASSERT_NO_FATAL_FAILURE(cycle(i)) << "in cycle " << i;
+        done = i + 1;
+        if (done == kWarmup) {
+            fd0 = open_fds();
+            rss0 = rss_kib();
+            measured_start = std::chrono::steady_clock::now();
+        }
+        if (done > kWarmup && std::chrono::steady_clock::now() - start > budget)
+            break;
+    }
+    const long fd1 = open_fds(), rss1 = rss_kib();
+    const auto now = std::chrono::steady_clock::now();
+    const double secs = std::chrono::duration<double>(now - start).count();
+    const double measured_secs = std::chrono::duration<double>(now - measured_start).count();
+    const long measured = done - kWarmup;
+    std::printf("churn: %ld cycles in %.1f s (%.0f cycles/s); after %ld warm-up cycles: fds %ld -> %ld, "
+                "RSS %ld -> %ld KiB over %ld cycles (%.1f s)\n",
+                done, secs, done / secs, kWarmup, fd0, fd1, rss0, rss1, measured, measured_secs);
+    std::fflush(stdout);
+    RecordProperty("cycles", std::to_string(done));
+    ASSERT_GE(measured, kMinMeasured) << "only " << measured << " cycles after the warm-up within the time budget";
+    ASSERT_GT(fd0, 0);
+    EXPECT_LE(fd1 - fd0, kFdSlack) << "open file descriptors grew by " << (fd1 - fd0) << " over " << measured
+                                   << " connections";
+    if (kRssUnjudged) {
+        std::printf("churn: resident memory not judged: %s\n", kRssUnjudged);
+    } else {
+        EXPECT_LE(rss1 - rss0, kRssSlackKiB) << "resident memory grew by " << (rss1 - rss0) << " KiB over "
+                                             << measured << " cycles";
+    }
+}
+
+INSTANTIATE_OVER_IAS(ChurnTest);
+
+} // namespace
