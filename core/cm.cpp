@@ -151,8 +151,8 @@ void psp_release(Psp &psp) {
     }
     {
         std::lock_guard<std::mutex> lock(ia.mu);
-        for (ObjectHeader *o : ia.objects)
-            if (o->type == DAT_HANDLE_TYPE_CR && static_cast<Cr *>(o)->psp == &psp)
+        for (ObjectHeader *o : ia.objects.of_type(DAT_HANDLE_TYPE_CR))
+            if (static_cast<Cr *>(o)->psp == &psp)
                 static_cast<Cr *>(o)->psp = nullptr;
     }
     psp.evd->users.fetch_sub(1);
@@ -531,15 +531,12 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
         Psp *target = nullptr;
         {
             std::lock_guard<std::mutex> lock(ia.mu);
-            for (ObjectHeader *o : ia.objects) {
-                if (o->type != DAT_HANDLE_TYPE_PSP && o->type != DAT_HANDLE_TYPE_RSP && o->type != DAT_HANDLE_TYPE_CSP)
-                    continue;
-                auto *sp = static_cast<Psp *>(o);
-                if (sp->conn_qual == handoff && sp != cr->psp) {
-                    target = sp;
-                    break;
+            for (DAT_HANDLE_TYPE t : {DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_CSP})
+                for (ObjectHeader *o : ia.objects.of_type(t)) {
+                    auto *sp = static_cast<Psp *>(o);
+                    if (!target && sp->conn_qual == handoff && sp != cr->psp)
+                        target = sp;
                 }
-            }
         }
         if (!target) {
             DAT2_LOG(log::kGeneric, "dat_cr_handoff: no service point of this IA listens on qualifier %llu\n",

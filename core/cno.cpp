@@ -22,8 +22,8 @@ namespace {
 std::vector<Evd *> linked_evds(Cno &cno) {
     std::vector<Evd *> out;
     std::lock_guard<std::mutex> lock(cno.ia->mu);
-    for (ObjectHeader *o : cno.ia->objects)
-        if (o->type == DAT_HANDLE_TYPE_EVD && static_cast<Evd *>(o)->cno == &cno)
+    for (ObjectHeader *o : cno.ia->objects.of_type(DAT_HANDLE_TYPE_EVD))
+        if (static_cast<Evd *>(o)->cno == &cno)
             out.push_back(static_cast<Evd *>(o));
     return out;
 }

@@ -12,10 +12,62 @@
 #include <algorithm>
 #include <chrono>
 #include <thread>
+#include <unordered_map>
 
 namespace dat2::kit {
 
 namespace {
+
+// Connection EVDs of another IA. dat_ep_create(3DAT) asks only for "the
+// Event Dispatcher where Connection events are reported", and dat_ia_open(3DAT)
+// lets IAs of one Provider share an asynchronous EVD: connection events are
+// the kit's own (no transport queue behind them), so an EVD of any IA of the
+// same Provider may take them (dapltest -T L -w N gives every IA's EPs the
+// connection EVD of the first). That IA may close first (abruptly):
+// evd_release then takes the EVD from these EPs under foreign_mu, which
+// also covers every event posted to a foreign EVD.
+std::mutex foreign_mu;
+std::unordered_multimap<Evd *, Ep *> &foreign_users() {
+    static auto *users = new std::unordered_multimap<Evd *, Ep *>; // outlives every IA
+    return *users;
+}
+
+// A connection EVD for an EP of `ia`: one of any IA of the same Provider.
+DAT_RETURN connect_evd_cast(const Ia &ia, DAT_EVD_HANDLE h, Evd *&out) {
+    if (DAT_RETURN r = handle_cast(h, out, DAT_INVALID_HANDLE_EVD_CONN))
+        return r;
+    if (out->provider != ia.provider)
+        return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    return DAT_SUCCESS;
+}
+
+// ep.connect_evd is set and counted in its users: remember it when foreign.
+void register_connect_evd(Ep &ep) {
+    ep.connect_evd_foreign = ep.connect_evd && ep.connect_evd->ia != ep.ia;
+    if (ep.connect_evd_foreign) {
+        std::lock_guard<std::mutex> lock(foreign_mu);
+        foreign_users().emplace(ep.connect_evd, &ep);
+    }
+}
+
+void release_connect_evd(Ep &ep) {
+    if (!ep.connect_evd_foreign) {
+        if (ep.connect_evd)
+            ep.connect_evd->users.fetch_sub(1);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(foreign_mu);
+    if (Evd *evd = ep.connect_evd) { // not taken by evd_release yet
+        auto range = foreign_users().equal_range(evd);
+        for (auto it = range.first; it != range.second; ++it)
+            if (it->second == &ep) {
+                foreign_users().erase(it);
+                break;
+            }
+        evd->users.fetch_sub(1);
+    }
+    ep.connect_evd_foreign = false;
+}
 
 constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_COMPLETION_FLAGS>(
     DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
@@ -172,7 +224,8 @@ void count_notify_streams(Ep &ep, int delta) {
 
 void detach(Ep &ep) {
     count_notify_streams(ep, -1);
-    for (Evd *evd : {ep.recv_evd, ep.request_evd, ep.connect_evd})
+    release_connect_evd(ep);
+    for (Evd *evd : {ep.recv_evd, ep.request_evd})
         if (evd)
             evd->users.fetch_sub(1);
     if (ep.pz)
@@ -180,7 +233,7 @@ void detach(Ep &ep) {
 }
 
 DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(ep_handle, ep))
         return r;
@@ -251,6 +304,13 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
                                                   : DAT_DTO_RDMA_WRITE;
     op->cookie = cookie;
     op->length = static_cast<std::uint32_t>(total);
+    op->ext = ext ? ext->kind : ExtKind::kNone;
+    if (ext) {
+        op->operation = ext_operation(ext->kind);
+        op->immed = ext->immed;
+        op->operand[0] = ext->operand[0];
+        op->operand[1] = ext->operand[1];
+    }
     op->seq = ep->next_seq.fetch_add(1, std::memory_order_relaxed);
     op->state.store(Op::kPosted, std::memory_order_release);
     if (state == DAT_EP_STATE_DISCONNECTED) {
@@ -259,7 +319,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
         flushed_now(*ep, *op);
         return DAT_SUCCESS;
     }
-    DAT_RETURN r = ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
+    DAT_RETURN r = ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
+                       : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
     if (r != DAT_SUCCESS) {
         std::uint8_t expected = Op::kPosted;
         if (op->state.compare_exchange_strong(expected, Op::kFree))
@@ -273,8 +334,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
 } // namespace
 
 DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
-    return post_dto(ep, kind, n, iov, cookie, remote, flags);
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext) {
+    return post_dto(ep, kind, n, iov, cookie, remote, flags, ext);
 }
 
 DAT_RETURN ep_fence_reads(Ep &ep) { return wait_for_reads(ep); }
@@ -324,7 +385,13 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
         e.event_data.connect_event_data.private_data = ep.event_data;
         e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(len);
     }
-    evd_push(*ep.connect_evd, e);
+    if (ep.connect_evd_foreign) {
+        std::lock_guard<std::mutex> lock(foreign_mu);
+        if (ep.connect_evd)
+            evd_push(*ep.connect_evd, e);
+    } else {
+        evd_push(*ep.connect_evd, e);
+    }
     // dat_ep_set_watermark(3DAT): a hard watermark already exceeded breaks
     // the connection "as soon as the connection is established".
     if (number == DAT_CONNECTION_EVENT_ESTABLISHED && ep_watermarks_armed(ep))
@@ -337,6 +404,16 @@ static void reclaim_records(Ep &ep) {
     for (Op &op : ep.ops)
         if (op.state.load() == Op::kFlushed)
             op_recycle_locked(op);
+}
+
+void ep_forget_connect_evd(Evd &evd) {
+    std::lock_guard<std::mutex> lock(foreign_mu);
+    auto range = foreign_users().equal_range(&evd);
+    for (auto it = range.first; it != range.second; ++it) {
+        it->second->connect_evd = nullptr; // its connection events go nowhere now
+        evd.users.fetch_sub(1);
+    }
+    foreign_users().erase(range.first, range.second);
 }
 
 void ep_release_all(Ep &ep) {
@@ -358,6 +435,8 @@ void ep_release_all(Ep &ep) {
 // with no EP: an Endpoint with no PZ and no EVDs and default attributes,
 // which the Consumer completes with dat_ep_modify before accepting.
 Ep *ep_create_for_provider(Ia &ia, DAT_EP_STATE state) {
+    if (!ia_has_room(ia, DAT_HANDLE_TYPE_EP, ia.max_eps))
+        return nullptr;
     Ep *ep = make_object<Ep>(ia.provider, &ia);
     if (!ep)
         return nullptr;
@@ -404,7 +483,7 @@ DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia_handle, DAT_PZ_HA
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST);
         }
         if (connect_evd_handle != DAT_HANDLE_NULL) {
-            if (DAT_RETURN r = handle_cast_in(ia, connect_evd_handle, connect_evd, DAT_INVALID_HANDLE_EVD_CONN))
+            if (DAT_RETURN r = connect_evd_cast(*ia, connect_evd_handle, connect_evd))
                 return r;
             if (!(connect_evd->flags & DAT_EVD_CONNECTION_FLAG))
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
@@ -417,6 +496,8 @@ DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia_handle, DAT_PZ_HA
         if (DAT_RETURN r = check_attr(*ia, a, attr_arg))
             return r;
         normalize_attr(a);
+        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_EP, ia->max_eps))
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
         Ep *ep = make_object<Ep>(ia->provider, ia);
         if (!ep)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
@@ -439,6 +520,7 @@ DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia_handle, DAT_PZ_HA
         for (Evd *evd : {recv_evd, request_evd, connect_evd})
             if (evd)
                 evd->users.fetch_add(1);
+        register_connect_evd(*ep);
         count_notify_streams(*ep, +1);
         pz->users.fetch_add(1);
         if (srq)
@@ -538,8 +620,12 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             evds[i] = nullptr;
             if (given[i] == DAT_HANDLE_NULL)
                 continue;
-            if (DAT_RETURN r = handle_cast_in(ep->ia, given[i], evds[i]))
+            if (i == 2) {
+                if (DAT_RETURN r = connect_evd_cast(*ep->ia, given[i], evds[i]))
+                    return r;
+            } else if (DAT_RETURN r = handle_cast_in(ep->ia, given[i], evds[i])) {
                 return r;
+            }
             if (!(evds[i]->flags & need[i]))
                 return invalid_arg(3);
         }
@@ -574,6 +660,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         for (Evd *evd : evds)
             if (evd)
                 evd->users.fetch_add(1);
+        register_connect_evd(*ep);
         if (pz)
             pz->users.fetch_add(1);
         bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;

@@ -15,10 +15,19 @@ void ep_drain_completions(Ep &ep);
 void op_recycle(Op &op);
 void op_recycle_locked(Op &op);
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len);
+// An extended DTO (core/ext.cpp) riding on ep_post: checked as the
+// PostKind given (kRdmaWrite or kRdmaRead), posted with Transport::post_ext.
+struct ExtPost {
+    ExtKind kind;
+    std::uint32_t immed;
+    std::uint64_t operand[2];
+};
+// The DAT_DTOS an extended DTO reports (DAT_IB_DTO_*).
+DAT_DTOS ext_operation(ExtKind kind);
 // The DTO post path of dat_ep_post_send/recv/rdma_read/rdma_write (checks,
 // LMR triplets, records), for the calls of other files that end in a DTO.
 DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags);
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr);
 // DAT_COMPLETION_BARRIER_FENCE_FLAG: returns once the EP's earlier RDMA
 // Reads have completed (or the connection is gone).
 DAT_RETURN ep_fence_reads(Ep &ep);

@@ -62,6 +62,8 @@ void consume_completions(Evd &evd, const Completion *c, int n) {
         }
         bool report = !(op.suppress && c[i].status == DAT_DTO_SUCCESS);
         DAT_EVENT e = dto_event(op, c[i].status, c[i].length);
+        if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
+            ext_event(e, op, &c[i]); // a receive consumed by immediate data
         e.evd_handle = &evd;
         if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
             rmr_invalidate(*op.ep, c[i].rmr_context, e);
@@ -104,6 +106,8 @@ DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_
     d.status = status;
     d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
     d.operation = op.operation;
+    if (op.ext != ExtKind::kNone)
+        ext_event(e, op, nullptr);
     return e;
 }
 
@@ -237,6 +241,7 @@ void async_evd_return(Ia &ia) {
 }
 
 void evd_release(Evd &evd) {
+    ep_forget_connect_evd(evd); // EPs of other IAs reporting here
     // A thread still blocked in dat_evd_wait (abrupt dat_ia_close) returns
     // DAT_ABORT; the EVD goes away only once it has left.
     evict_waiters(evd.aborted, evd.inside, evd.wake_fd);
@@ -278,6 +283,8 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             return invalid_arg(4);
         if (!evd_out)
             return invalid_arg(5);
+        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_EVD, ia->max_evds))
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
         Evd *evd = make_object<Evd>(ia->provider, ia);
         if (!evd)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);

@@ -14,11 +14,14 @@ void ia_track(Ia &ia, ObjectHeader *obj) {
     ia.objects.push_back(obj);
 }
 
+bool ia_has_room(Ia &ia, DAT_HANDLE_TYPE type, DAT_COUNT max) {
+    std::lock_guard<std::mutex> lock(ia.mu);
+    return ia.objects.count(type) < static_cast<std::size_t>(std::max<DAT_COUNT>(max, 0));
+}
+
 void ia_untrack(Ia &ia, ObjectHeader *obj) {
     std::lock_guard<std::mutex> lock(ia.mu);
-    auto it = std::find(ia.objects.begin(), ia.objects.end(), obj);
-    if (it != ia.objects.end())
-        ia.objects.erase(it);
+    ia.objects.erase(obj);
 }
 
 DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out) {
@@ -34,10 +37,9 @@ namespace {
 
 std::size_t count_children(Ia &ia) {
     std::lock_guard<std::mutex> lock(ia.mu);
-    std::size_t n = 0;
-    for (ObjectHeader *o : ia.objects)
-        if (o != ia.async_evd || !ia.async_evd_owned)
-            ++n;
+    std::size_t n = ia.objects.size();
+    if (ia.async_evd && ia.async_evd_owned && ia.async_evd->listed && ia.async_evd->ia == &ia)
+        --n;
     return n;
 }
 
@@ -51,12 +53,9 @@ void release_children(Ia &ia) {
             ObjectHeader *victim = nullptr;
             {
                 std::lock_guard<std::mutex> lock(ia.mu);
-                // LMRs made from other LMRs go before their parents.
-                for (auto it = ia.objects.rbegin(); it != ia.objects.rend(); ++it)
-                    if ((*it)->type == type) {
-                        victim = *it;
-                        break;
-                    }
+                // The most recent first: LMRs made from other LMRs go before
+                // their parents.
+                victim = ia.objects.last(type);
             }
             if (!victim)
                 break;
@@ -170,11 +169,11 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         std::snprintf(ia_out.adapter_name, sizeof ia_out.adapter_name, "%s", ia->name.c_str());
         std::snprintf(ia_out.vendor_name, sizeof ia_out.vendor_name, "dat2");
         ia_out.ia_address_ptr = const_cast<sockaddr *>(ia->transport->address());
-        ia_out.max_evds = 1 << 16;
+        ia_out.max_evds = ia->max_evds;
         ia_out.max_evd_qlen = kMaxEvdQlen;
         ia_out.max_lmrs = kMaxLmrs - 1;
-        ia_out.max_pzs = 1 << 16;
-        ia_out.max_eps = 1 << 16;
+        ia_out.max_pzs = ia->max_pzs;
+        ia_out.max_eps = ia->max_eps;
         ia_out.max_rmrs = 0;
         // SRQs (core/srq.cpp) where the transport shares receive contexts; it
         // may lower max_srqs in query().
@@ -222,6 +221,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         pa->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
         pa->rmr_scope_supported = DAT_RMR_SCOPE_PZ;
         ia->transport->query(ia_out, *pa);
+        ext_query(*ia, ia_out, *pa);
         if (async_evd)
             *async_evd = ia->async_evd;
         if (ia_mask && ia_attr)
@@ -302,6 +302,9 @@ DAT_RETURN pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_out) {
             return r;
         if (!pz_out)
             return invalid_arg(2);
+        // dat_pz_create(3DAT): DAT_INSUFFICIENT_RESOURCES past max_pzs.
+        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_PZ, ia->max_pzs))
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
         Pz *pz = make_object<Pz>(ia->provider, ia);
         if (!pz)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);

@@ -12,6 +12,7 @@
 
 #include "object.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <chrono>
@@ -39,10 +40,14 @@ struct Op;
 struct Srq;
 class Transport;
 
+// The InfiniBand extensions' DTOs (dat_ib_extensions.h, core/ext.cpp).
+enum class ExtKind : std::uint8_t { kNone, kRdmaWriteImmed, kFetchAdd, kCmpSwap };
+
 // ---- limits the kit enforces whatever the transport ------------------------
 inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
 inline constexpr DAT_COUNT kMaxLmrs = 1 << 16;
 inline constexpr DAT_COUNT kMaxRmrs = 1 << 16;
+inline constexpr DAT_COUNT kMaxObjects = 1 << 16; // EPs, EVDs, PZs per IA (Ia::max_*)
 inline constexpr DAT_COUNT kMaxPrivateData = 192; // bytes a consumer may send
 inline constexpr DAT_COUNT kDefaultDtos = 64;
 inline constexpr DAT_COUNT kMaxDtos = 16384;
@@ -74,6 +79,12 @@ struct Op {
     // before it returns the completion from cq_read.
     Srq *srq = nullptr;
     Op *next_free = nullptr;
+    // An extended DTO of dat_ib_extensions.h (core/ext.cpp); kNone for the
+    // standard ones. The operands stay here, where the transport may read
+    // them until the DTO completes.
+    ExtKind ext = ExtKind::kNone;
+    std::uint32_t immed = 0;         // kRdmaWriteImmed: the immediate data
+    std::uint64_t operand[2] = {};   // kFetchAdd: {add}; kCmpSwap: {compare, swap}
 };
 
 struct Cno : ObjectHeader {
@@ -184,6 +195,7 @@ struct Ep : ObjectHeader {
     std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
     Pz *pz = nullptr;
     Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
+    bool connect_evd_foreign = false; // connect_evd belongs to another IA (ep.cpp)
     DAT_EP_ATTR attr{};
     sockaddr_storage remote{};
     DAT_PORT_QUAL remote_port = 0;
@@ -205,25 +217,98 @@ struct Ep : ObjectHeader {
     std::atomic<DAT_COUNT> hard_high_watermark{DAT_WATERMARK_INFINITE};
 };
 
+// The children of an IA, one intrusive list per handle type (links in
+// ObjectHeader): insertion, removal and counts are O(1) and a scan for one
+// type never walks the others, so an IA with thousands of objects creates
+// and frees each in constant time. Guarded by Ia::mu.
+class ObjectList {
+public:
+    static constexpr std::size_t kTypes = 16; // DAT_HANDLE_TYPE_CR .. _CSP, extensions folded in the last
+
+    void push_back(ObjectHeader *o) {
+        Bucket &b = bucket(o->type);
+        o->sibling_prev = b.tail;
+        o->sibling_next = nullptr;
+        (b.tail ? b.tail->sibling_next : b.head) = o;
+        b.tail = o;
+        ++b.count;
+        ++total_;
+        o->listed = true;
+    }
+    void erase(ObjectHeader *o) {
+        if (!o->listed)
+            return;
+        Bucket &b = bucket(o->type);
+        (o->sibling_prev ? o->sibling_prev->sibling_next : b.head) = o->sibling_next;
+        (o->sibling_next ? o->sibling_next->sibling_prev : b.tail) = o->sibling_prev;
+        o->sibling_prev = o->sibling_next = nullptr;
+        o->listed = false;
+        --b.count;
+        --total_;
+    }
+    std::size_t size() const { return total_; }
+    std::size_t count(DAT_HANDLE_TYPE t) const { return bucket(t).count; }
+    ObjectHeader *last(DAT_HANDLE_TYPE t) const { return bucket(t).tail; } // the most recent
+
+    // for (ObjectHeader *o : list.of_type(t)): oldest first; erasing the
+    // current object ends the walk.
+    class Iterator {
+    public:
+        explicit Iterator(ObjectHeader *o) : o_(o) {}
+        ObjectHeader *operator*() const { return o_; }
+        Iterator &operator++() {
+            o_ = o_->sibling_next;
+            return *this;
+        }
+        bool operator!=(const Iterator &other) const { return o_ != other.o_; }
+
+    private:
+        ObjectHeader *o_;
+    };
+    struct Range {
+        ObjectHeader *first;
+        Iterator begin() const { return Iterator(first); }
+        Iterator end() const { return Iterator(nullptr); }
+    };
+    Range of_type(DAT_HANDLE_TYPE t) const { return Range{bucket(t).head}; }
+
+private:
+    struct Bucket {
+        ObjectHeader *head = nullptr, *tail = nullptr;
+        std::size_t count = 0;
+    };
+    Bucket &bucket(DAT_HANDLE_TYPE t) { return buckets_[std::min<std::size_t>(t, kTypes - 1)]; }
+    const Bucket &bucket(DAT_HANDLE_TYPE t) const { return buckets_[std::min<std::size_t>(t, kTypes - 1)]; }
+    Bucket buckets_[kTypes];
+    std::size_t total_ = 0;
+};
+
 struct Ia : ObjectHeader {
     std::string name;
     std::unique_ptr<Transport> transport;
     DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
     DAT_COUNT max_srq_recvs = 0; // receives one SRQ can hold; 0: no SRQs (set by the transport)
+    // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
+    // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces
+    // (one more is DAT_INSUFFICIENT_RESOURCES). The transport lowers them
+    // where its own resources (file descriptors) run out first.
+    DAT_COUNT max_eps = kMaxObjects, max_evds = kMaxObjects, max_pzs = kMaxObjects;
     // Created by ia_open (owned), or an async EVD of another IA that the
     // Consumer passed to dat_ia_open (borrowed). Read and changed under the
     // kit's async lock (post_async, async_evd_borrow/return, evd_release).
     Evd *async_evd = nullptr;
     bool async_evd_owned = false;
     std::mutex mu;                // the object lists below
-    std::vector<ObjectHeader *> objects; // every child, for ia_close
+    ObjectList objects;           // every child, for ia_close
     // LMR contexts: index (16 bits) | generation (16 bits) << 16; table read
     // without a lock on the post path.
     std::vector<std::atomic<Lmr *>> lmr_table;
     std::vector<std::uint16_t> lmr_generation;
-    std::vector<std::uint32_t> lmr_free;
+    std::deque<std::uint32_t> lmr_free; // popped at the back, freed indexes pushed at the front
     std::atomic<int> rmrs{0}; // RMRs that exist (kMaxRmrs)
+    // dat_ia_query's provider-specific attributes (core/ext.cpp fills them).
+    DAT_NAMED_ATTR provider_attrs[6] = {};
     Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
 };
 
@@ -264,6 +349,17 @@ struct Completion {
     // RMR of this rmr_context (dat_ep_post_send_with_invalidate).
     bool invalidate = false;
     DAT_RMR_CONTEXT rmr_context = 0;
+    // A receive consumed by the peer's RDMA write with immediate data
+    // (`length` is the written length) or by a send carrying immediate data.
+    enum class Immed : std::uint8_t { kNone, kRdmaWrite, kSend } immed = Immed::kNone;
+    std::uint32_t immed_data = 0;
+};
+
+// Which extended DTOs a transport carries out (Transport::ext_caps).
+struct ExtCaps {
+    bool rdma_write_immed = false;
+    bool fetch_add = false;
+    bool cmp_swap = false;
 };
 
 enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
@@ -318,6 +414,19 @@ public:
     virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
     virtual bool send_with_invalidate() const { return false; }
+
+    // Extended DTOs (dat_ib_extensions.h, core/ext.cpp): those ext_caps()
+    // names are posted through post_ext() once the kit has checked them like
+    // an RDMA write (kRdmaWriteImmed: `segs` the source, the immediate data
+    // in op.immed) or like an RDMA read (atomics: one 8-byte segment that
+    // receives the original value, op.operand the add or compare/swap
+    // values, `remote` an 8-byte aligned target). The target's transport
+    // reports a write with immediate data in the Completion of the receive
+    // it consumed (Completion::immed).
+    virtual ExtCaps ext_caps() const { return {}; }
+    virtual DAT_RETURN post_ext(Ep &, Op &, const Segment *, int, const DAT_RMR_TRIPLET &, DAT_COMPLETION_FLAGS) {
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    }
 
     // Memory windows. rmr_open/rmr_close: the window's resources (rmr.tp)
     // for dat_rmr_create and dat_rmr_free. rmr_bind exposes [addr, addr +
@@ -394,10 +503,18 @@ void evd_drain_all_locked(Evd &evd);
 void evd_wake(Evd &evd); // completions may have arrived
 DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out);
 void ia_track(Ia &ia, ObjectHeader *obj);
+// The IA holds fewer than `max` objects of `type` (Ia::max_eps...).
+bool ia_has_room(Ia &ia, DAT_HANDLE_TYPE type, DAT_COUNT max);
 void ia_untrack(Ia &ia, ObjectHeader *obj);
 void fill_provider_table(DAT_PROVIDER &p);
 
 // Event construction.
 DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
+// dto_event() of an extended DTO, or of a receive whose completion carries
+// immediate data (core/ext.cpp): DAT_IB_DTO_EVENT with the
+// DAT_IB_EXTENSION_EVENT_DATA of dat_ib_extensions.h.
+void ext_event(DAT_EVENT &e, const Op &op, const Completion *c);
+// The extension's attributes in dat_ia_query (core/ext.cpp).
+void ext_query(Ia &ia, DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr);
 
 } // namespace dat2::kit

@@ -16,7 +16,10 @@ namespace dat2::kit {
 
 namespace {
 
-constexpr DAT_MEM_PRIV_FLAGS kValidPrivileges = DAT_MEM_PRIV_ALL_FLAG;
+// DAT_IB_MEM_PRIV_REMOTE_ATOMIC (dat_ib_extensions.h): the target of
+// atomic operations; dtestx registers every buffer with it.
+constexpr DAT_MEM_PRIV_FLAGS kRemoteAtomic = DAT_MEM_PRIV_EXTENSION_BASE;
+constexpr DAT_MEM_PRIV_FLAGS kValidPrivileges = static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_ALL_FLAG | kRemoteAtomic);
 
 // True when [addr, addr+len) lies in shared mappings of this process: a
 // DAT_MEM_TYPE_SHARED_VIRTUAL region must have been created shared.
@@ -60,7 +63,7 @@ void context_free(Ia &ia, Lmr &lmr) {
     ia.lmr_table[idx].store(nullptr, std::memory_order_release);
     if (++ia.lmr_generation[idx] == 0)
         ia.lmr_generation[idx] = 1;
-    ia.lmr_free.insert(ia.lmr_free.begin(), idx); // reuse last: stale contexts stay dead longer
+    ia.lmr_free.push_front(idx); // reuse last: stale contexts stay dead longer
 }
 
 } // namespace
@@ -194,7 +197,8 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
             destroy_object(lmr);
             return r;
         }
-        lmr->has_rmr_context = (privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)) != 0;
+        lmr->has_rmr_context =
+            (privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | kRemoteAtomic)) != 0;
         if (!lmr->has_rmr_context)
             lmr->rmr_context = 0;
         pz->users.fetch_add(1);

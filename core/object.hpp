@@ -30,6 +30,10 @@ struct ObjectHeader {
     DAT_HANDLE_TYPE type;
     DAT_CONTEXT context;
     Ia *ia; // owning IA; the IA itself for an IA
+    // Links among the IA's children of the same type (ObjectList, kit.hpp).
+    ObjectHeader *sibling_prev;
+    ObjectHeader *sibling_next;
+    bool listed;
 };
 static_assert(std::is_standard_layout_v<ObjectHeader>);
 static_assert(offsetof(ObjectHeader, provider) == 0);
@@ -55,6 +59,8 @@ template <class T, class... Args> T *make_object(const DAT_PROVIDER *provider, I
     obj->type = HandleTraits<T>::kType;
     obj->ia = ia;
     obj->context.as_64 = 0;
+    obj->sibling_prev = obj->sibling_next = nullptr;
+    obj->listed = false;
     return obj;
 }
 

@@ -198,6 +198,7 @@ void fill_provider_table(DAT_PROVIDER &p) {
     p.csp_free_func = slot::csp_free;
     p.ep_common_connect_func = slot::ep_common_connect;
     p.ia_ha_related_func = slot::ia_ha_related;
+    p.handle_extendedop_func = slot::extended_op;
 }
 
 void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept {

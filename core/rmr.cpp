@@ -82,9 +82,7 @@ void post_bind_event(Ep &ep, Rmr &rmr, DAT_RMR_COOKIE cookie, DAT_DTO_COMPLETION
 
 // The bound RMR of `ia` whose context is `context`, in `pz`; ia.mu held.
 Rmr *bound_rmr_locked(Ia &ia, Pz *pz, DAT_RMR_CONTEXT context) {
-    for (ObjectHeader *o : ia.objects) {
-        if (o->type != DAT_HANDLE_TYPE_RMR)
-            continue;
+    for (ObjectHeader *o : ia.objects.of_type(DAT_HANDLE_TYPE_RMR)) {
         auto *rmr = static_cast<Rmr *>(o);
         if (rmr->pz != pz)
             continue;
@@ -340,9 +338,7 @@ DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep_handle, const DAT_RMR_TRIPL
             bool found = false, writable = false, inside = false, same_pz = false;
             {
                 std::lock_guard<std::mutex> lock(ia.mu);
-                for (ObjectHeader *o : ia.objects) {
-                    if (o->type != DAT_HANDLE_TYPE_RMR)
-                        continue;
+                for (ObjectHeader *o : ia.objects.of_type(DAT_HANDLE_TYPE_RMR)) {
                     auto *rmr = static_cast<Rmr *>(o);
                     std::lock_guard<std::mutex> rmr_lock(rmr->mu);
                     if (!rmr->lmr || rmr->rmr_context != local->rmr_context)

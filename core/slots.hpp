@@ -14,6 +14,8 @@ bool provider_entry(const std::string &name, TransportFactory &factory, std::str
 const DAT_PROVIDER_INFO *provider_info(const DAT_PROVIDER *table);
 
 namespace slot {
+// ext.cpp: dat_extension_op (dat_ib_extensions.h)
+DAT_RETURN extended_op(DAT_HANDLE, DAT_EXTENDED_OP, va_list);
 // ia.cpp
 DAT_RETURN ia_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *);
 DAT_RETURN ia_query(DAT_IA_HANDLE, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA_ATTR *, DAT_PROVIDER_ATTR_MASK,
@@ -124,6 +126,9 @@ void rmr_release(Rmr &rmr);           // unbinds and frees the RMR, for ia_close
 // DAT_DTO_RECEIVE_WITH_INVALIDATE naming it.
 void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
+// `evd` goes away: EPs of other IAs that report their connection events
+// there lose it (ep.cpp).
+void ep_forget_connect_evd(Evd &evd);
 void cno_release(Cno &cno);
 void cno_notify(Cno &cno, Evd &evd);  // an EVD linked to `cno` got an event
 } // namespace dat2::kit

@@ -5,9 +5,11 @@
 #pragma once
 
 #include "kit.hpp"
+#include "ofi_cm_data.hpp"
 #include "wait.hpp"
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -18,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -41,23 +44,7 @@ struct Params {
 };
 bool parse_params(const std::string &text, Params &out, std::string &error);
 
-// Private data framing: every CM message carries this header so that a
-// peer's reject (with or without consumer data) can be told apart from a
-// refusal by the network (no listener).
-struct CmHeader {
-    char magic[4]; // "DAT2"
-    std::uint8_t version;
-    std::uint8_t kind; // 1 connect, 2 accept, 3 reject
-    std::uint16_t length;
-};
-static_assert(sizeof(CmHeader) == 8);
-enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
-// Writes header + consumer data into `out`; returns the bytes to send.
-std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out);
-// The consumer data inside a received CM message, when it carries our header
-// (and, when `kind` is not 0, that kind). False for anything else.
-bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind, const unsigned char *&pdata,
-                     std::size_t &pdata_len);
+// Private data framing (CmHeader, frame_cm_data, unframe_cm_data): ofi_cm_data.hpp.
 
 struct OfiEp;
 struct OfiPsp;
@@ -99,6 +86,9 @@ public:
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
     bool send_with_invalidate() const override;
+    kit::ExtCaps ext_caps() const override { return ext_caps_; }
+    DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
+                        DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN srq_open(kit::Srq &srq) override;
     void srq_close(kit::Srq &srq) override;
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
@@ -124,6 +114,45 @@ private:
     // own queue this is) becomes op.ep of each.
     int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
     int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
+    // Turns one libfabric completion (`status` from its error entry, if any)
+    // into the kit's; false when it reports nothing yet (one part of a write
+    // with immediate data).
+    bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                   DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out);
+
+    // Extended DTOs (dat_ib_extensions.h), found in open(): atomics where
+    // the domain has them (fi_query_atomic), write with immediate data where
+    // remote CQ data holds 64 bits and a send is ordered after a write.
+    kit::ExtCaps ext_caps_;
+    void find_ext_caps(); // sets ext_caps_ and the slot pool; domain_ open
+    DAT_RETURN post_write_immed(OfiEp &oep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                const DAT_RMR_TRIPLET &remote);
+    DAT_RETURN post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment &result, const DAT_RMR_TRIPLET &remote);
+    // A write with immediate data is two libfabric operations: the RDMA
+    // write, then an empty message whose remote CQ data carries the
+    // immediate data and the written length. The message consumes the
+    // target's oldest receive, as InfiniBand's write with immediate does
+    // (fi_writedata would consume none), and arrives after the data
+    // (FI_ORDER_SAW). The DTO completes once both have; each part has its
+    // own libfabric context in a slot of this pool, told apart from DTO
+    // records by its address.
+    struct ImmedSlot {
+        fi_context2 write_ctx;
+        fi_context2 send_ctx;
+        kit::Op *op = nullptr;
+        int left = 0; // parts not completed yet
+        DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
+        ImmedSlot *next_free = nullptr;
+    };
+    static constexpr std::size_t kImmedSlots = 1024; // writes with immediate data in flight per IA
+    std::unique_ptr<ImmedSlot[]> immed_slots_;
+    std::mutex immed_mu_;
+    ImmedSlot *immed_free_ = nullptr;
+    ImmedSlot *immed_slot_of(void *context) const;
+    // One part of `slot` completed with `status`: the DTO record once both
+    // have (the slot goes back to the pool), else nullptr.
+    // `status` becomes the DTO's (the first error of either part).
+    kit::Op *immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATUS &status);
     void close_srq_queue(OfiEp &oep); // the EP is closed: drops what its queue holds
 
     kit::Ia &ia_;

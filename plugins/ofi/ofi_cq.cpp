@@ -72,31 +72,24 @@ int OfiTransport::read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, i
     max = std::min(max, 32);
     ssize_t n = fi_cq_read(cq, entries, static_cast<std::size_t>(max));
     if (n > 0) {
-        for (ssize_t i = 0; i < n; ++i) {
-            out[i].op = static_cast<kit::Op *>(entries[i].op_context);
-            out[i].status = DAT_DTO_SUCCESS;
-            out[i].length = static_cast<std::uint32_t>(entries[i].len);
-            // Only a send with invalidate carries remote CQ data (see post()).
-            out[i].invalidate = (entries[i].flags & FI_REMOTE_CQ_DATA) != 0;
-            out[i].rmr_context = static_cast<DAT_RMR_CONTEXT>(entries[i].data);
-            if (taker)
-                out[i].op->ep = taker;
-        }
-        return static_cast<int>(n);
+        // Remote CQ data: a send with invalidate or the end of a write with
+        // immediate data (translate()); the first part of a write with
+        // immediate data reports nothing.
+        int k = 0;
+        for (ssize_t i = 0; i < n; ++i)
+            if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data, DAT_DTO_SUCCESS,
+                          taker, out[k]))
+                ++k;
+        return k;
     }
     if (n == -FI_EAVAIL) {
         fi_cq_err_entry err{};
         if (fi_cq_readerr(cq, &err, 0) != 1)
             return 0;
-        out[0].op = static_cast<kit::Op *>(err.op_context);
-        if (taker && out[0].op)
-            out[0].op->ep = taker;
-        out[0].status = to_dto_status(err.err);
-        out[0].length = static_cast<std::uint32_t>(err.len);
-        out[0].invalidate = false;
-        if (out[0].status != DAT_DTO_ERR_FLUSHED)
+        const DAT_DTO_COMPLETION_STATUS status = to_dto_status(err.err);
+        if (status != DAT_DTO_ERR_FLUSHED)
             DAT2_LOG(log::kGeneric, "%s: DTO failed: %s\n", ia_.name.c_str(), fi_text(err.err));
-        return out[0].op ? 1 : 0;
+        return translate(err.op_context, 0, err.len, 0, status, taker, out[0]) ? 1 : 0;
     }
     if (n != -FI_EAGAIN)
         DAT2_ERR("%s: fi_cq_read: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(n)));
@@ -127,6 +120,9 @@ std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
         access |= FI_REMOTE_READ;
     if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
         access |= FI_REMOTE_WRITE;
+    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC: a fetching atomic reads and writes.
+    if (privileges & DAT_MEM_PRIV_EXTENSION_BASE)
+        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
     return access;
 }
 } // namespace

@@ -13,10 +13,56 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sstream>
+#include <dirent.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace dat2::ofi {
+
+namespace {
+
+std::size_t open_fd_count() {
+    std::size_t n = 0;
+    if (DIR *d = ::opendir("/proc/self/fd")) {
+        while (const dirent *e = ::readdir(d))
+            n += e->d_name[0] != '.';
+        ::closedir(d);
+        if (n)
+            --n; // the directory's own descriptor
+    }
+    return n;
+}
+
+// How many EVDs the file descriptors allow (dat_ia_query's max_evds must be
+// reachable). Every EVD holds the kit's eventfd, a DTO EVD also its
+// completion queue's wait object (tcp: an epoll fd and a signal pair,
+// measured here on a probe queue): file descriptors run out long before the
+// kit's 65536. Of those RLIMIT_NOFILE leaves free when the IA opens, a
+// quarter stays for connections, listeners and the application.
+DAT_COUNT evds_within_fd_limit(fid_domain *domain) {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+        return kit::kMaxObjects;
+    const std::size_t before = open_fd_count();
+    std::size_t per_evd = 4; // tcp's, if the probe cannot tell
+    fi_cq_attr attr{};
+    attr.size = 1024;
+    attr.format = FI_CQ_FORMAT_DATA;
+    attr.wait_obj = FI_WAIT_FD;
+    fid_cq *probe = nullptr;
+    if (fi_cq_open(domain, &attr, &probe, nullptr) == 0) {
+        const std::size_t after = open_fd_count();
+        fi_close(&probe->fid);
+        if (after > before)
+            per_evd = 1 + (after - before);
+    }
+    const std::size_t limit = static_cast<std::size_t>(lim.rlim_cur);
+    const std::size_t free_fds = limit > before ? limit - before : 0;
+    return static_cast<DAT_COUNT>(std::min<std::size_t>(free_fds * 3 / 4 / per_evd, kit::kMaxObjects));
+}
+
+} // namespace
 
 const char *fi_text(int fi_err) { return fi_strerror(fi_err < 0 ? -fi_err : fi_err); }
 
@@ -93,7 +139,15 @@ DAT_RETURN OfiTransport::open() {
     if (!params_.fabric.empty())
         hints->fabric_attr->name = strdup(params_.fabric.c_str());
     const char *node = params_.address.empty() ? nullptr : params_.address.c_str();
+    // Atomics (dat_ib_post_fetch_and_add, _cmp_and_swap) are a primary
+    // capability: asked for first, and done without where the provider has
+    // none (tcp).
+    hints->caps |= FI_ATOMIC;
     int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+    if (rc == -FI_ENODATA) {
+        hints->caps &= ~FI_ATOMIC;
+        rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+    }
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: no libfabric provider '%s' with connected endpoints%s%s: %s\n", name,
@@ -131,6 +185,7 @@ DAT_RETURN OfiTransport::open() {
         DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
+    find_ext_caps();
     fi_cq_attr cq_attr{};
     cq_attr.size = 16;
     cq_attr.format = FI_CQ_FORMAT_MSG;
@@ -185,6 +240,7 @@ DAT_RETURN OfiTransport::open() {
         if (rc != -FI_EINVAL)
             break;
     }
+    ia_.max_evds = std::min(ia_.max_evds, evds_within_fd_limit(domain_));
     cm_thread_ = std::thread([this] { cm_loop(); });
     char text[INET6_ADDRSTRLEN] = "?";
     const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
@@ -391,11 +447,9 @@ OfiEp *OfiTransport::ep_by_fid(const fid *f) {
 
 void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) {
     auto *entry = static_cast<fi_eq_cm_entry *>(buf);
-    const unsigned char *data = entry->data;
-    std::size_t data_len = len > static_cast<ssize_t>(sizeof *entry) ? static_cast<std::size_t>(len) - sizeof *entry : 0;
     const unsigned char *pdata = nullptr;
     std::size_t pdata_len = 0;
-    unframe_cm_data(data, data_len, 0, pdata, pdata_len);
+    cm_event_pdata(entry, len, 0, pdata, pdata_len);
     std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     switch (event) {
     case FI_CONNREQ: {

@@ -104,6 +104,14 @@ public:
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
     bool send_with_invalidate() const override { return mw_supported_; }
+    // dat_ib_extensions.h: write with immediate data always, the 64-bit
+    // atomics where the device has them (IBV_ATOMIC_HCA or _GLOB).
+    kit::ExtCaps ext_caps() const override {
+        return {true, atomics_supported(), atomics_supported()};
+    }
+    DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
+                        DAT_COMPLETION_FLAGS flags) override;
+    bool atomics_supported() const { return dev_attr_.atomic_cap != IBV_ATOMIC_NONE; }
 
     DAT_RETURN rmr_open(kit::Rmr &rmr) override;
     void rmr_close(kit::Rmr &rmr) override;

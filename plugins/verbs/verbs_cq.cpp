@@ -144,6 +144,16 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
     // The kit reuses its array of completions: every field is written.
     out.invalidate = wc.status == IBV_WC_SUCCESS && (wc.wc_flags & wc_with_inv_);
     out.rmr_context = out.invalidate ? wc.invalidated_rkey : 0;
+    // A receive consumed by immediate data (dat_ib_extensions.h): a peer's
+    // RDMA write with immediate (byte_len is the written length) or a send
+    // with immediate. wc.opcode is valid only for a successful completion.
+    out.immed = kit::Completion::Immed::kNone;
+    out.immed_data = 0;
+    if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM)) {
+        out.immed = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? kit::Completion::Immed::kRdmaWrite
+                                                            : kit::Completion::Immed::kSend;
+        out.immed_data = wc.imm_data; // as sent (post_ext)
+    }
     // A message longer than the receive buffer: InfiniBand says local length
     // error, Soft-RoCE says local QP operation error (its copy into the
     // scatter list fails as malformed). The kit has checked the receive's
@@ -271,6 +281,12 @@ DAT_RETURN VerbsTransport::mr_register(kit::Lmr &lmr) {
         access |= IBV_ACCESS_REMOTE_READ;
     if (lmr.privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
         access |= IBV_ACCESS_REMOTE_WRITE;
+    // Atomics (dat_ib_extensions.h) need their own flag in verbs: given with
+    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC, and with remote write (an atomic is a
+    // write to the region; DAT 2.0 has no other privilege for it). Like
+    // remote write it needs local write.
+    if (atomics_supported() && (lmr.privileges & (DAT_MEM_PRIV_REMOTE_WRITE_FLAG | DAT_MEM_PRIV_EXTENSION_BASE)))
+        access |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
     ibv_mr *mr = ibv_reg_mr(pd, reinterpret_cast<void *>(lmr.address), lmr.length, access);
     if (!mr) {
         const int err = errno;

@@ -103,7 +103,8 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         attr.qp_state = IBV_QPS_INIT;
         attr.pkey_index = 0;
         attr.port_num = port_;
-        attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+        attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
+                               (atomics_supported() ? IBV_ACCESS_REMOTE_ATOMIC : 0);
         step = "QP to INIT";
         err = ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
         if (err) {
@@ -726,6 +727,65 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
     if (rc == ENOMEM)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
     DAT2_ERR("%s: posting a DTO on QP %u: %s\n", ia_.name.c_str(), qp->qp_num, std::strerror(rc));
+    return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+// dat_ib_post_rdma_write_immed, dat_ib_post_fetch_and_add and
+// dat_ib_post_cmp_and_swap (core/ext.cpp checked them): the device's own
+// operations. The immediate data travels as given, unswapped, as OFED's
+// providers send it (ibv_send_wr.imm_data), so both ends read the value
+// the consumer wrote.
+DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                    const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS flags) {
+    VerbsEp &vep = vep_of(ep);
+    ibv_qp *qp = vep.qp;
+    if (!qp)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ibv_sge sge[kit::kMaxIov];
+    std::uint64_t total = 0;
+    for (int i = 0; i < nsegs; ++i) {
+        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
+        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
+        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
+        total += segs[i].length;
+    }
+    ibv_send_wr wr{}, *bad = nullptr;
+    wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+    wr.sg_list = sge;
+    wr.num_sge = nsegs;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    switch (op.ext) {
+    case kit::ExtKind::kRdmaWriteImmed:
+        if (total > remote.segment_length)
+            return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = op.immed;
+        wr.wr.rdma.remote_addr = remote.virtual_address;
+        wr.wr.rdma.rkey = remote.rmr_context;
+        if (total && total <= vep.max_inline)
+            wr.send_flags |= IBV_SEND_INLINE;
+        break;
+    case kit::ExtKind::kFetchAdd:
+    case kit::ExtKind::kCmpSwap:
+        if (!atomics_supported())
+            return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+        wr.opcode = op.ext == kit::ExtKind::kFetchAdd ? IBV_WR_ATOMIC_FETCH_AND_ADD : IBV_WR_ATOMIC_CMP_AND_SWP;
+        wr.wr.atomic.remote_addr = remote.virtual_address;
+        wr.wr.atomic.rkey = remote.rmr_context;
+        wr.wr.atomic.compare_add = op.operand[0];
+        wr.wr.atomic.swap = op.ext == kit::ExtKind::kCmpSwap ? op.operand[1] : 0;
+        break;
+    case kit::ExtKind::kNone:
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    }
+    if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+        wr.send_flags |= IBV_SEND_FENCE;
+    int rc = ibv_post_send(qp, &wr, &bad);
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == ENOMEM)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
+    DAT2_ERR("%s: posting an extended DTO on QP %u: %s\n", ia_.name.c_str(), qp->qp_num, std::strerror(rc));
     return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 

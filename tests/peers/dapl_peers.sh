@@ -10,9 +10,12 @@
 #         named relatively in dat.conf (our registry resolves it beside libdat2)
 #   ofed  OFED's libdat2 (/usr/lib/x86_64-linux-gnu/libdat2.so.2) + our plugin,
 #         named by absolute path (OFED's registry needs one)
-# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq
+# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq dtestx
 #        dapltest-T-SR dapltest-T-RR dapltest-T-RW dapltest-T-V
-#        dapltest-P-RW dapltest-P-RR dapltest-Q
+#        dapltest-P-RW dapltest-P-RR dapltest-Q dapltest-soak (load and soak, ~60 s)
+#        dapltest-L-{ia,pz,cno,evd,ep,rsp,psp,lmr,rpost,size_lmr} (dapltest -T L)
+#        dapltest-F-{queryinfo,pz,mem,endpoint,hwconn,connmgt} (dapltest -T F)
+#        dapltest-T-RSP (dapltest -T T -r: Reserved Service Points)
 # Performance cases print "RESULT <case> <number> <unit>".
 # Environment: DAPL_PEER_IA picks the dat.conf entry (ofi-tcp by default;
 # ofi-sockets and ofi-net exist too).
@@ -20,7 +23,9 @@
 # dtest uses fixed ports 15828 (side channel) and 45248, dapltest 62000: the
 # cases cannot run in parallel (ctest: RESOURCE_LOCK dapl_ports).
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# Absolute: peers_start enters a scratch directory before cases.sh is read.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/lib.sh"
 libdir=$1 pairing=$2 case=${3:-dtest}
 ia=${DAPL_PEER_IA:-ofi-tcp}
 ofed_lib=/usr/lib/x86_64-linux-gnu/libdat2.so.2
@@ -29,7 +34,7 @@ addr=127.0.0.1
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 plugin=$libdir/libdat2_ofi.so
 [ -e "$plugin" ] || fail "$plugin missing (build the ofi plugin)"
-for p in dtest dtestcm dtestsrq dapltest stdbuf ss timeout; do
+for p in dtest dtestcm dtestsrq dtestx dapltest stdbuf ss timeout; do
     command -v $p >/dev/null || fail "$p not installed (dtest/dtestcm/dapltest: apt-get install dapl2-utils)"
 done
 
@@ -75,6 +80,6 @@ echo "pairing $pairing: libdat2 $resolved, plugin $plugin, IA $ia, case $case"
 
 # shellcheck source=cases.sh
 dat_listening=tcp_listening # our libfabric tcp listeners are sockets
-. "$(dirname "${BASH_SOURCE[0]}")/cases.sh"
+. "$here/cases.sh" || fail "cannot read $here/cases.sh"
 run_case
 exit 0

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The InfiniBand extensions' DTOs over libfabric (core/ext.cpp checks and
+// reports them): RDMA write with immediate data as a write plus an empty
+// message carrying remote CQ data, fetch and add and compare and swap as
+// native 64-bit atomics (FI_SUM, FI_CSWAP) where the domain has them.
+#include "ofi.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+
+namespace dat2::ofi {
+
+namespace {
+
+OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
+
+// Remote CQ data of the message that ends a write with immediate data: bit
+// 63 set (a send with invalidate carries a 32-bit rmr_context, bit 63
+// clear), the written length in bits 32..62, the immediate data below.
+constexpr std::uint64_t kImmedTag = 1ull << 63;
+constexpr std::uint64_t kMaxImmedLength = 0x7fffffff;
+
+std::uint64_t immed_cq_data(std::uint64_t length, std::uint32_t immed) { return kImmedTag | length << 32 | immed; }
+
+bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
+    fi_atomic_attr attr{};
+    return fi_query_atomic(domain, FI_UINT64, op, &attr, flags) == 0 && attr.count >= 1 && attr.size == 8;
+}
+
+} // namespace
+
+void OfiTransport::find_ext_caps() {
+    if (info_->caps & FI_ATOMIC) {
+        ext_caps_.fetch_add = atomic_supported(domain_, FI_SUM, FI_FETCH_ATOMIC);
+        ext_caps_.cmp_swap = atomic_supported(domain_, FI_CSWAP, FI_COMPARE_ATOMIC);
+    }
+    ext_caps_.rdma_write_immed =
+        info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) && (info_->tx_attr->msg_order & FI_ORDER_SAW);
+    if (ext_caps_.rdma_write_immed) {
+        immed_slots_ = std::make_unique<ImmedSlot[]>(kImmedSlots);
+        for (std::size_t i = kImmedSlots; i-- > 0;) {
+            immed_slots_[i].next_free = immed_free_;
+            immed_free_ = &immed_slots_[i];
+        }
+    }
+    DAT2_LOG(log::kGeneric, "%s: extensions: write with immediate data %s, fetch and add %s, compare and swap %s\n",
+             ia_.name.c_str(), ext_caps_.rdma_write_immed ? "yes" : "no", ext_caps_.fetch_add ? "yes" : "no",
+             ext_caps_.cmp_swap ? "yes" : "no");
+}
+
+OfiTransport::ImmedSlot *OfiTransport::immed_slot_of(void *context) const {
+    if (!immed_slots_)
+        return nullptr;
+    auto *p = static_cast<const unsigned char *>(context);
+    auto *first = reinterpret_cast<const unsigned char *>(immed_slots_.get());
+    if (p < first || p >= first + kImmedSlots * sizeof(ImmedSlot))
+        return nullptr;
+    return &immed_slots_[static_cast<std::size_t>(p - first) / sizeof(ImmedSlot)];
+}
+
+kit::Op *OfiTransport::immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATUS &status) {
+    std::lock_guard<std::mutex> lock(immed_mu_);
+    if (status != DAT_DTO_SUCCESS && slot.status == DAT_DTO_SUCCESS)
+        slot.status = status;
+    if (--slot.left > 0)
+        return nullptr;
+    status = slot.status;
+    kit::Op *op = slot.op; // nullptr: the DTO was refused (post_write_immed)
+    slot.op = nullptr;
+    slot.next_free = immed_free_;
+    immed_free_ = &slot;
+    return op;
+}
+
+bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                             DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out) {
+    out.status = status;
+    out.invalidate = false;
+    out.rmr_context = 0;
+    out.immed = kit::Completion::Immed::kNone;
+    out.immed_data = 0;
+    if (ImmedSlot *slot = immed_slot_of(context)) {
+        kit::Op *op = immed_part_done(*slot, out.status);
+        if (!op)
+            return false;
+        out.op = op;
+        out.length = op->length;
+        return true;
+    }
+    out.op = static_cast<kit::Op *>(context);
+    if (!out.op)
+        return false;
+    if (taker)
+        out.op->ep = taker;
+    out.length = static_cast<std::uint32_t>(len);
+    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA)) {
+        if (data & kImmedTag) {
+            // The end of a peer's write with immediate data (post_write_immed).
+            out.immed = kit::Completion::Immed::kRdmaWrite;
+            out.immed_data = static_cast<std::uint32_t>(data);
+            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
+        } else {
+            // A send with invalidate (post()).
+            out.invalidate = true;
+            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
+        }
+    }
+    return true;
+}
+
+DAT_RETURN OfiTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                  const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS) {
+    OfiEp &oep = oep_of(ep);
+    if (!oep.ep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    switch (op.ext) {
+    case kit::ExtKind::kRdmaWriteImmed:
+        return post_write_immed(oep, op, segs, nsegs, remote);
+    case kit::ExtKind::kFetchAdd:
+    case kit::ExtKind::kCmpSwap:
+        if (nsegs != 1)
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+        return post_atomic(oep, op, segs[0], remote);
+    case kit::ExtKind::kNone:
+        break;
+    }
+    return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+}
+
+DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                          const DAT_RMR_TRIPLET &remote) {
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    std::uint64_t total = 0;
+    for (int i = 0; i < nsegs; ++i) {
+        iov[i].iov_base = segs[i].addr;
+        iov[i].iov_len = segs[i].length;
+        desc[i] = segs[i].desc;
+        total += segs[i].length;
+    }
+    if (total > kMaxImmedLength)
+        return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    ImmedSlot *slot;
+    {
+        std::lock_guard<std::mutex> lock(immed_mu_);
+        slot = immed_free_;
+        if (!slot)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        immed_free_ = slot->next_free;
+        slot->op = &op;
+        slot->left = 2;
+        slot->status = DAT_DTO_SUCCESS;
+    }
+    fi_rma_iov rma{remote.virtual_address, remote.segment_length, remote.rmr_context};
+    fi_msg_rma wmsg{};
+    wmsg.msg_iov = iov;
+    wmsg.desc = desc;
+    wmsg.iov_count = static_cast<std::size_t>(nsegs);
+    wmsg.rma_iov = &rma;
+    wmsg.rma_iov_count = 1;
+    wmsg.context = &slot->write_ctx;
+    // Delivery completion, as for any RDMA write (post()): a write the
+    // target refuses fails here.
+    ssize_t rc = fi_writemsg(oep.ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    if (rc) {
+        {
+            std::lock_guard<std::mutex> lock(immed_mu_);
+            slot->op = nullptr;
+            slot->next_free = immed_free_;
+            immed_free_ = slot;
+        }
+        if (rc == -FI_EAGAIN)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", ia_.name.c_str(),
+                 fi_text(static_cast<int>(rc)));
+        return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    fi_msg smsg{};
+    smsg.context = &slot->send_ctx;
+    smsg.data = immed_cq_data(total, op.immed);
+    // The write is on its way and cannot be taken back: a queue still full
+    // after a while fails the DTO (its completion reports the error).
+    for (int tries = 0;; ++tries) {
+        rc = fi_sendmsg(oep.ep, &smsg, FI_COMPLETION | FI_REMOTE_CQ_DATA);
+        if (rc != -FI_EAGAIN || tries == 1000)
+            break;
+        std::this_thread::yield();
+    }
+    if (rc == 0)
+        return DAT_SUCCESS;
+    DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", ia_.name.c_str(),
+             fi_text(static_cast<int>(rc)));
+    {
+        // The DTO is refused; the write's completion, when it comes, only
+        // returns the slot.
+        std::lock_guard<std::mutex> lock(immed_mu_);
+        slot->op = nullptr;
+        if (--slot->left == 0) {
+            slot->next_free = immed_free_;
+            immed_free_ = slot;
+        }
+    }
+    return rc == -FI_EAGAIN ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
+                            : to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+DAT_RETURN OfiTransport::post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment &result,
+                                     const DAT_RMR_TRIPLET &remote) {
+    const bool cswap = op.ext == kit::ExtKind::kCmpSwap;
+    // The operands live in the DTO record until it completes.
+    fi_ioc operand{&op.operand[cswap ? 1 : 0], 1};
+    void *operand_desc = nullptr;
+    fi_rma_ioc target{remote.virtual_address, 1, remote.rmr_context};
+    fi_msg_atomic msg{};
+    msg.msg_iov = &operand;
+    msg.desc = &operand_desc;
+    msg.iov_count = 1;
+    msg.rma_iov = &target;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.op = cswap ? FI_CSWAP : FI_SUM;
+    msg.context = &op;
+    fi_ioc original{result.addr, 1};
+    void *original_desc = result.desc;
+    ssize_t rc;
+    if (cswap) {
+        fi_ioc compare{&op.operand[0], 1};
+        void *compare_desc = nullptr;
+        rc = fi_compare_atomicmsg(oep.ep, &msg, &compare, &compare_desc, 1, &original, &original_desc, 1,
+                                  FI_COMPLETION);
+    } else {
+        rc = fi_fetch_atomicmsg(oep.ep, &msg, &original, &original_desc, 1, FI_COMPLETION);
+    }
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting an atomic operation: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+} // namespace dat2::ofi
