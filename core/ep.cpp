@@ -135,6 +135,8 @@ void build_pools(Ep &ep) {
     ep.recvs_posted = 0;
     ep.requests_posted = 0;
     ep.reads_posted = 0;
+    ep.req_held.assign(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)), nullptr);
+    ep.req_report_rseq = ep.req_next_rseq;
 }
 
 } // namespace
@@ -169,6 +171,8 @@ Op *op_take(Ep &ep, bool recv) {
         return nullptr;
     head = op->next_free;
     (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
+    if (!recv)
+        op->rseq = ep.req_next_rseq++;
     return op;
 }
 
@@ -197,6 +201,11 @@ DAT_RETURN wait_for_reads(Ep &ep) {
 
 void flushed_now(Ep &ep, Op &op) {
     Evd *evd = op.is_recv ? ep.recv_evd : ep.request_evd;
+    if (!op.is_recv && evd) {
+        op.state.store(Op::kHeld, std::memory_order_release);
+        evd_request_done(*evd, op, DAT_DTO_ERR_FLUSHED, false, false);
+        return;
+    }
     DAT_EVENT e = dto_event(op, DAT_DTO_ERR_FLUSHED, 0);
     op_recycle(op);
     if (evd)
@@ -322,9 +331,15 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
     DAT_RETURN r = ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
                        : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
     if (r != DAT_SUCCESS) {
+        // The post failed: the record goes back (a request's turn in the
+        // posting order passes without an event).
         std::uint8_t expected = Op::kPosted;
-        if (op->state.compare_exchange_strong(expected, Op::kFree))
-            op_recycle(*op);
+        if (recv) {
+            if (op->state.compare_exchange_strong(expected, Op::kFree))
+                op_recycle(*op);
+        } else if (op->state.compare_exchange_strong(expected, Op::kHeld)) {
+            evd_request_done(*evd, *op, DAT_DTO_SUCCESS, true, false);
+        }
     } else if (recv && ep_watermarks_armed(*ep)) {
         ep_check_watermarks(*ep, false);
     }
@@ -361,7 +376,10 @@ void ep_flush_outstanding(Ep &ep) {
     std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
     for (Op *op : pending) {
         Evd *evd = op->is_recv ? ep.recv_evd : ep.request_evd;
-        if (evd) {
+        if (evd && !op->is_recv) {
+            // In posting order, releasing the requests completed behind it.
+            evd_request_done(*evd, *op, DAT_DTO_ERR_FLUSHED, false, true);
+        } else if (evd) {
             DAT_EVENT e = dto_event(*op, DAT_DTO_ERR_FLUSHED, 0);
             evd_push(*evd, e);
         }
@@ -402,8 +420,10 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
 static void reclaim_records(Ep &ep) {
     std::lock_guard<std::mutex> lock(ep.ops_mu);
     for (Op &op : ep.ops)
-        if (op.state.load() == Op::kFlushed)
+        if (op.state.load() == Op::kFlushed || op.state.load() == Op::kHeld)
             op_recycle_locked(op);
+    std::fill(ep.req_held.begin(), ep.req_held.end(), nullptr);
+    ep.req_report_rseq = ep.req_next_rseq;
 }
 
 void ep_forget_connect_evd(Evd &evd) {

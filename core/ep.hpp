@@ -14,6 +14,14 @@ void ep_drain_completions(Ep &ep);
 // Returns a DTO record to its EP's free list (ops_mu held for the _locked one).
 void op_recycle(Op &op);
 void op_recycle_locked(Op &op);
+// A request of `op.ep` is done (its state no longer kPosted): reported now,
+// with every held one after it, when all earlier requests are, else held
+// until they are (Ep::req_held). `silent`: no event (a post that failed);
+// `flushing`: held successes released by it are reported flushed. Holds
+// evd.mu (the _locked form) or takes it and wakes the EVD's waiters.
+void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
+                         bool flushing);
+void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing);
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len);
 // An extended DTO (core/ext.cpp) riding on ep_post: checked as the
 // PostKind given (kRdmaWrite or kRdmaRead), posted with Transport::post_ext.

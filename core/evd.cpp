@@ -50,10 +50,76 @@ DAT_EVENT ring_pop_locked(Evd &evd) {
     return e;
 }
 
+// Queues a completion event: past the FIFO's room, or behind events already
+// spilled (order holds), into the spill. Draining everything may exceed qlen.
+void push_completion_locked(Evd &evd, const DAT_EVENT &e) {
+    if (!evd.spill.empty() || evd.count == capacity(evd))
+        evd.spill.push_back(e);
+    else
+        ring_push_locked(evd, e);
+}
+
+// Reports a request whose turn it is; its record is recycled unless it
+// stays kFlushed until the transport's late completion for it.
+void report_request_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent) {
+    const bool report = !silent && !(op.suppress && status == DAT_DTO_SUCCESS);
+    DAT_EVENT e = dto_event(op, status, length);
+    e.evd_handle = &evd;
+    if (op.state.load(std::memory_order_acquire) != Op::kFlushed)
+        op_recycle(op);
+    if (report)
+        push_completion_locked(evd, e);
+}
+
+} // namespace
+
+void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
+                         bool flushing) {
+    Ep &ep = *op.ep;
+    const std::size_t n = ep.req_held.size();
+    if (op.rseq != ep.req_report_rseq && n > 0) {
+        // An earlier request of the EP is still outstanding: wait for it.
+        op.held_status = status;
+        op.held_length = length;
+        op.held_silent = silent;
+        ep.req_held[op.rseq % n] = &op;
+        return;
+    }
+    report_request_locked(evd, op, status, length, silent);
+    ++ep.req_report_rseq;
+    while (n > 0) {
+        Op *h = ep.req_held[ep.req_report_rseq % n];
+        if (!h || h->rseq != ep.req_report_rseq)
+            break;
+        ep.req_held[ep.req_report_rseq % n] = nullptr;
+        // dat_ep_disconnect(3DAT): after a flush no success follows a failure.
+        const DAT_DTO_COMPLETION_STATUS st =
+            flushing && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
+        report_request_locked(evd, *h, st, h->held_length, h->held_silent);
+        ++ep.req_report_rseq;
+    }
+}
+
+namespace {
+
 // Turns completions into events; returns how many events were produced.
 void consume_completions(Evd &evd, const Completion *c, int n) {
     for (int i = 0; i < n; ++i) {
         Op &op = *c[i].op;
+        if (!op.is_recv) {
+            // Requests: reported in posting order (request_done_locked).
+            std::uint8_t expected = Op::kPosted;
+            if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
+                // Flushed by a disconnect: drop the late one (a flush still
+                // waiting for its turn keeps its record until the EP is reset).
+                const std::size_t held = op.ep->req_held.size();
+                if (!held || op.ep->req_held[op.rseq % held] != &op)
+                    op_recycle(op);
+                continue;
+            }
+            request_done_locked(evd, op, c[i].status, c[i].length, false, false);
+            continue;
+        }
         std::uint8_t expected = Op::kPosted;
         if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
             // Already reported as flushed by a disconnect: drop the late one.
@@ -68,14 +134,8 @@ void consume_completions(Evd &evd, const Completion *c, int n) {
         if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
             rmr_invalidate(*op.ep, c[i].rmr_context, e);
         op_recycle(op);
-        if (!report)
-            continue;
-        // Past the FIFO's room, or behind events already spilled (order
-        // holds): the spill. Draining everything may exceed qlen.
-        if (!evd.spill.empty() || evd.count == capacity(evd))
-            evd.spill.push_back(e);
-        else
-            ring_push_locked(evd, e);
+        if (report)
+            push_completion_locked(evd, e);
     }
 }
 
@@ -168,6 +228,17 @@ void evd_wake(Evd &evd) {
         if (evd.cno && evd.enabled && !evd.waiter)
             evd_fill_locked(evd);
         cno = cno_to_notify_locked(evd, evd.count > before);
+    }
+    wake_and_notify(evd, cno);
+}
+
+void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing) {
+    Cno *cno;
+    {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        const std::size_t before = evd.count + evd.spill.size();
+        request_done_locked(evd, op, status, 0, silent, flushing);
+        cno = cno_to_notify_locked(evd, evd.count + evd.spill.size() > before);
     }
     wake_and_notify(evd, cno);
 }

@@ -66,12 +66,18 @@ struct Op {
     // Scratch the transport may hand to its library with the operation
     // (libfabric's FI_CONTEXT2 mode writes here); first, so &op is the context.
     void *transport_context[8] = {};
-    enum State : std::uint8_t { kFree, kPosted, kFlushed };
+    // kHeld: a request the transport completed before an earlier request of
+    // its EP; reported, in posting order, once the earlier ones are.
+    enum State : std::uint8_t { kFree, kPosted, kFlushed, kHeld };
     std::atomic<std::uint8_t> state{kFree};
     bool suppress = false;  // DAT_COMPLETION_SUPPRESS_FLAG
     bool is_recv = false;
     DAT_DTOS operation = DAT_DTO_SEND;
     std::uint64_t seq = 0;  // posting order, for flushes
+    std::uint64_t rseq = 0; // requests: posting order among the EP's requests
+    DAT_DTO_COMPLETION_STATUS held_status = DAT_DTO_SUCCESS; // kHeld: its completion
+    std::uint32_t held_length = 0;
+    bool held_silent = false; // kHeld: a post that failed, reported by its return code
     DAT_DTO_COOKIE cookie{};
     std::uint32_t length = 0;
     Ep *ep = nullptr;
@@ -209,6 +215,15 @@ struct Ep : ObjectHeader {
     std::mutex ops_mu;
     Op *free_requests = nullptr, *free_recvs = nullptr;
     std::atomic<std::uint64_t> next_seq{0};
+    // Request completions are reported in posting order (an RC queue; the
+    // DAT event model keeps an Event Stream's order) even where the
+    // transport completes them out of order (libfabric tcp completes a send
+    // before RDMA writes posted ahead of it that wait for delivery).
+    // req_next_rseq: the next request's rseq (under ops_mu);
+    // req_report_rseq: the next rseq to report, req_held: completed requests
+    // waiting for it, by rseq modulo the pool (both under the request EVD's mu).
+    std::uint64_t req_next_rseq = 0, req_report_rseq = 0;
+    std::vector<Op *> req_held;
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     void *tp = nullptr; // the transport's endpoint state

@@ -313,6 +313,33 @@ TEST_P(DtoTest, ManyMessagesArriveInOrder) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+// Request DTOs of one Endpoint complete in the order they were posted, RDMA
+// writes and sends mixed (an RC queue: the DAT event model preserves an
+// Event Stream's order, dat_evd_dequeue(3DAT)); a consumer reclaims its
+// buffers by that order.
+TEST_P(DtoTest, RequestCompletionsComeInPostingOrder) {
+    const int writes = std::max(1, std::min(16, cattr().max_request_dtos - 1));
+    const size_t each = std::min<size_t>(1 << 20, cattr().max_rdma_size ? cattr().max_rdma_size : (1 << 20));
+    Buffer s, t, m, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, each, 0x51, t, each * writes, kRemoteWrite));
+    ASSERT_DAT_OK(client.register_buffer(m, 64));
+    ASSERT_DAT_OK(server.register_buffer(r, 64));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 64, 0x900));
+    for (int i = 0; i < writes; ++i) {
+        DAT_LMR_TRIPLET l = s.iov(0, each);
+        DAT_RMR_TRIPLET rem = t.rmr(each * i, each);
+        ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(i), &rem, DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_DAT_OK(send(client.ep, m, 0, 64, writes));
+    for (int i = 0; i <= writes; ++i)
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, i)) << "completion " << i << " of " << writes + 1;
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x900));
+    // The send arrived after every write on the connection: they have landed.
+    for (int i = 0; i < writes; ++i)
+        ASSERT_EQ(t.mismatch(each * i, each, 0x51, 0), -1) << "write " << i;
+}
+
 // ---- RDMA ----------------------------------------------------------------------------
 
 TEST_P(DtoTest, RdmaWriteLandsExactlyAtTheRemoteRange) {
