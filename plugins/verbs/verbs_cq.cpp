@@ -149,7 +149,7 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
     // with immediate. wc.opcode is valid only for a successful completion.
     out.immed = kit::Completion::Immed::kNone;
     out.immed_data = 0;
-    if (wc.status == IBV_WC_SUCCESS && (wc.wc_flags & IBV_WC_WITH_IMM)) {
+    if (wc.status == IBV_WC_SUCCESS && out.op->is_recv && (wc.wc_flags & IBV_WC_WITH_IMM)) {
         out.immed = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? kit::Completion::Immed::kRdmaWrite
                                                             : kit::Completion::Immed::kSend;
         out.immed_data = wc.imm_data; // as sent (post_ext)
