@@ -44,7 +44,7 @@ declare -A known_failure=(
     [Ia/LimitsTest.MaxDtoPerEpReceivesArePosted]=limits
 )
 declare -A reason=(
-    [limits]="a gap of the verbs plugin (issue 5): it reports the device's maxima (max_cq, max_qp, max_qp_wr), which this process cannot reach: CQ creation fails after ~500 EVDs (locked memory), EPs sharing one EVD outgrow the device's largest CQ (32767 entries) after ~1700, and max_dto_per_ep receives plus the EVD's queue exceed it too"
+    [limits]="a gap of the verbs plugin (issue 5): it reports the device's maxima (max_cq, max_qp, max_qp_wr), which this process cannot reach: the 509th EVD fails with DAT_RESOURCE_TEVD in the VM (cause not investigated: locked memory or rxe limits), EPs sharing one EVD outgrow the device's largest CQ (32767 entries) after ~1700, and max_dto_per_ep receives plus the EVD's queue exceed it too"
     [pdata]="an InfiniBand/RoCE CM request carries 56 bytes of private data with IP addressing (rdma_cm's own header takes 36 of 92); max_private_data_size is 54, below the 64 dat_ia_query(3DAT) asks for"
     [silent]="the test's silent peer is a TCP socket; rdma_cm's port space is not TCP's, so the CM refuses at once (NON_PEER_REJECTED)"
     [stopped]="a SIGSTOPped peer's RDMA device still answers RDMA Reads, so the test's requests do not stay outstanding"
