@@ -3,6 +3,7 @@
 // line, whether its library loads and why not, and for each IA that opens the
 // attributes dat_ia_query reports. Like fi_info or ibv_devinfo, for DAT.
 #include "static_config.hpp"
+#include "json_text.hpp"
 #include "tunables.hpp"
 
 #include <dat2/udat.h>
@@ -34,29 +35,7 @@ void usage(FILE *out)
                  "  listed entry that is enabled opens, 1 otherwise, 2 on bad usage.\n");
 }
 
-std::string json_escape(const std::string &s)
-{
-    std::string out;
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                out += buf;
-            } else {
-                out += static_cast<char>(c);
-            }
-        }
-    }
-    return out;
-}
-
-std::string quote(const std::string &s) { return "\"" + json_escape(s) + "\""; }
+std::string quote(const std::string &s) { return dat2::tools::json_quote(s); }
 
 // A provider's fixed-size name field, which it may not have terminated.
 template <std::size_t N>

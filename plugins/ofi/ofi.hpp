@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <sys/uio.h>
 #include <rdma/fi_rma.h>
 
 #include <atomic>
@@ -45,6 +46,19 @@ struct Params {
 bool parse_params(const std::string &text, Params &out, std::string &error);
 
 // Private data framing (CmHeader, frame_cm_data, unframe_cm_data): ofi_cm_data.hpp.
+
+// The kit's resolved segments as libfabric's iovec and descriptor arrays;
+// returns their total length.
+inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, void **desc) {
+    std::uint64_t total = 0;
+    for (int i = 0; i < nsegs; ++i) {
+        iov[i].iov_base = segs[i].addr;
+        iov[i].iov_len = segs[i].length;
+        desc[i] = segs[i].desc;
+        total += segs[i].length;
+    }
+    return total;
+}
 
 struct OfiEp;
 struct OfiPsp;

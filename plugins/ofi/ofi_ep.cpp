@@ -408,11 +408,7 @@ void OfiTransport::srq_close(kit::Srq &srq) {
 DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    for (int i = 0; i < nsegs; ++i) {
-        iov[i].iov_base = segs[i].addr;
-        iov[i].iov_len = segs[i].length;
-        desc[i] = segs[i].desc;
-    }
+    to_iov(segs, nsegs, iov, desc);
     fi_msg msg{};
     msg.msg_iov = iov;
     msg.desc = desc;
@@ -445,11 +441,7 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     OfiEp &oep = oep_of(ep);
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    for (int i = 0; i < nsegs; ++i) {
-        iov[i].iov_base = segs[i].addr;
-        iov[i].iov_len = segs[i].length;
-        desc[i] = segs[i].desc;
-    }
+    to_iov(segs, nsegs, iov, desc);
     fid_ep *fep = oep.ep;
     if (!fep) {
         if (kind != kit::PostKind::kRecv)

@@ -132,13 +132,7 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
                                           const DAT_RMR_TRIPLET &remote) {
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    std::uint64_t total = 0;
-    for (int i = 0; i < nsegs; ++i) {
-        iov[i].iov_base = segs[i].addr;
-        iov[i].iov_len = segs[i].length;
-        desc[i] = segs[i].desc;
-        total += segs[i].length;
-    }
+    const std::uint64_t total = to_iov(segs, nsegs, iov, desc);
     if (total > kMaxImmedLength)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     ImmedSlot *slot;

@@ -26,6 +26,19 @@ using kit::set_port;
 constexpr int kRejectConsumerDefined = 28;
 constexpr int kRetries = 7; // transport retries; 7 RNR retries means "forever", as OFED's dapl
 
+// The kit's resolved segments as a scatter/gather list (the LMR's lkey is
+// the segment's descriptor); returns their total length.
+std::uint64_t to_sges(const kit::Segment *segs, int nsegs, ibv_sge *sge) {
+    std::uint64_t total = 0;
+    for (int i = 0; i < nsegs; ++i) {
+        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
+        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
+        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
+        total += segs[i].length;
+    }
+    return total;
+}
+
 } // namespace
 
 std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out) {
@@ -675,13 +688,7 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
     if (!qp)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[kit::kMaxIov];
-    std::uint64_t total = 0;
-    for (int i = 0; i < nsegs; ++i) {
-        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
-        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
-        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
-        total += segs[i].length;
-    }
+    const std::uint64_t total = to_sges(segs, nsegs, sge);
     int rc;
     if (kind == kit::PostKind::kRecv) {
         ibv_recv_wr wr{}, *bad = nullptr;
@@ -742,13 +749,7 @@ DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment
     if (!qp)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[kit::kMaxIov];
-    std::uint64_t total = 0;
-    for (int i = 0; i < nsegs; ++i) {
-        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
-        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
-        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
-        total += segs[i].length;
-    }
+    const std::uint64_t total = to_sges(segs, nsegs, sge);
     ibv_send_wr wr{}, *bad = nullptr;
     wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
     wr.sg_list = sge;
@@ -827,11 +828,7 @@ void VerbsTransport::srq_close(kit::Srq &srq) {
 
 DAT_RETURN VerbsTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
     ibv_sge sge[kit::kMaxIov];
-    for (int i = 0; i < nsegs; ++i) {
-        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
-        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
-        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
-    }
+    to_sges(segs, nsegs, sge);
     ibv_recv_wr wr{}, *bad = nullptr;
     wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
     wr.sg_list = sge;

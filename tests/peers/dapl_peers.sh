@@ -53,11 +53,7 @@ ours)
 ofed)
     [ -e "$ofed_lib" ] || fail "$ofed_lib missing (apt-get install libdapl2)"
     libname=$plugin
-    # Nothing may shadow OFED's libdat2: drop our lib dir from the search path.
-    if [ -n "${LD_LIBRARY_PATH:-}" ]; then
-        LD_LIBRARY_PATH=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | grep -vxF -e "$libdir" -e "$1" | paste -sd: -)
-        [ -n "$LD_LIBRARY_PATH" ] && export LD_LIBRARY_PATH || unset LD_LIBRARY_PATH
-    fi
+    use_ofed_libdat2 "$libdir" "$1"
     want_dat2=$ofed_lib
     ;;
 *) fail "pairing must be ours or ofed, not '$pairing'" ;;

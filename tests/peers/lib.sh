@@ -77,6 +77,15 @@ wait_until() {
 
 # Listener probes (PORT -> 0 when something listens there): TCP sockets, and
 # rdma_cm ids (rping, dapltest and DAT servers over verbs open no socket).
+# use_ofed_libdat2 DIR...: OFED's libdat2 must not be shadowed: the DIRs
+# (our lib dir, as given and resolved) leave LD_LIBRARY_PATH.
+use_ofed_libdat2() {
+    [ -n "${LD_LIBRARY_PATH:-}" ] || return 0
+    local args=() d keep
+    for d in "$@"; do args+=(-e "$d"); done
+    keep=$(tr ':' '\n' <<<"$LD_LIBRARY_PATH" | grep -vxF "${args[@]}" | paste -sd: -)
+    if [ -n "$keep" ]; then export LD_LIBRARY_PATH=$keep; else unset LD_LIBRARY_PATH; fi
+}
 tcp_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 cm_listening() { rdma res show cm_id 2>/dev/null | grep -qE "state LISTEN .*src-addr [^ ]*:$1( |$)"; }
 

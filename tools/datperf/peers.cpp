@@ -301,20 +301,13 @@ private:
 
     bool write_conf(const std::string &ia, const std::string &netdev, std::string *error)
     {
-        const char *tmpdir = std::getenv("TMPDIR");
-        std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/datperf-ofed.XXXXXX";
-        std::vector<char> name(templ.begin(), templ.end());
-        name.push_back('\0');
-        int fd = mkstemp(name.data());
-        if (fd < 0) {
-            *error = std::string("mkstemp: ") + std::strerror(errno);
+        int fd = make_temp_file("ofed", &conf_, error);
+        if (fd < 0)
             return false;
-        }
         // OFED's registry wants nonthreadsafe entries (what dat_ia_open asks for).
         const std::string line = ia + " u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"" + netdev + " 0\" \"\"\n";
         const bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
         close(fd);
-        conf_ = name.data();
         if (!ok)
             *error = "cannot write " + conf_;
         return ok;

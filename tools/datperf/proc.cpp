@@ -37,16 +37,9 @@ bool Process::start(const std::vector<std::string> &argv, const std::vector<std:
         *error = (argv.empty() ? std::string("nothing") : argv[0]) + " not found on PATH";
         return false;
     }
-    const char *tmpdir = std::getenv("TMPDIR");
-    std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/datperf-out.XXXXXX";
-    std::vector<char> name(templ.begin(), templ.end());
-    name.push_back('\0');
-    int fd = mkstemp(name.data());
-    if (fd < 0) {
-        *error = std::string("mkstemp: ") + std::strerror(errno);
+    int fd = make_temp_file("out", &out_path_, error);
+    if (fd < 0)
         return false;
-    }
-    out_path_ = name.data();
     // Everything the child needs, built before fork (no allocation after it).
     std::vector<char *> args;
     for (const auto &a : argv)
@@ -180,6 +173,21 @@ bool find_program(const std::string &name, std::string *path)
         start = end + 1;
     }
     return false;
+}
+
+int make_temp_file(const std::string &stem, std::string *path, std::string *error)
+{
+    const char *tmpdir = std::getenv("TMPDIR");
+    std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/datperf-" + stem + ".XXXXXX";
+    std::vector<char> name(templ.begin(), templ.end());
+    name.push_back('\0');
+    int fd = mkstemp(name.data());
+    if (fd < 0) {
+        *error = "cannot create " + templ + ": " + std::strerror(errno);
+        return -1;
+    }
+    *path = name.data();
+    return fd;
 }
 
 int free_tcp_port()

@@ -42,5 +42,8 @@ int free_tcp_port();
 // Whether something listens on TCP `port` (/proc/net/tcp and tcp6).
 bool tcp_port_listening(int port);
 std::string shell_quote(const std::vector<std::string> &argv);
+// A new file $TMPDIR/datperf-STEM.XXXXXX (default /tmp), open for writing:
+// its descriptor, its name in *path; -1 with *error.
+int make_temp_file(const std::string &stem, std::string *path, std::string *error);
 
 } // namespace datperf

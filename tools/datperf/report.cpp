@@ -3,6 +3,7 @@
 #include "report.hpp"
 
 #include "proc.hpp"
+#include "json_text.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -171,27 +172,7 @@ void print_workload(std::FILE *out, const Report &r, const WorkloadReport &w)
 
 // ---- JSON -------------------------------------------------------------------------------------
 
-std::string json_string(const std::string &s)
-{
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                out += buf;
-            } else {
-                out += static_cast<char>(c);
-            }
-        }
-    }
-    return out + "\"";
-}
+std::string json_string(const std::string &s) { return dat2::tools::json_quote(s); }
 
 std::string json_number(double v)
 {
@@ -486,18 +467,12 @@ bool write_plot(const std::string &path, const Report &r, std::string *error)
     if (!latency.empty() && !bandwidth.empty())
         script += "unset multiplot\n";
 
-    const char *tmpdir = std::getenv("TMPDIR");
-    std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/datperf-plot.XXXXXX";
-    std::vector<char> name(templ.begin(), templ.end());
-    name.push_back('\0');
-    int fd = mkstemp(name.data());
-    if (fd < 0) {
-        *error = "cannot create a gnuplot script file";
+    std::string script_path;
+    int fd = make_temp_file("plot", &script_path, error);
+    if (fd < 0)
         return false;
-    }
     bool written = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
     close(fd);
-    std::string script_path = name.data();
     if (!written) {
         unlink(script_path.c_str());
         *error = "cannot write the gnuplot script";
