@@ -50,6 +50,7 @@ struct Watchdog::State {
     std::mutex m;
     std::condition_variable cv;
     bool stop = false;
+    bool waiting = false;
     std::thread t;
 };
 
@@ -59,6 +60,8 @@ void Watchdog::start(const std::string &what, int seconds) {
     State *st = st_;
     st->t = std::thread([st, what, seconds] {
         std::unique_lock<std::mutex> lk(st->m);
+        st->waiting = true;
+        st->cv.notify_all();
         if (!st->cv.wait_for(lk, std::chrono::seconds(seconds), [st] { return st->stop; })) {
             std::fprintf(stderr, "\nconformance watchdog: %s still running after %d s (a DAT call never returned); "
                                  "ending the process\n",
@@ -68,6 +71,12 @@ void Watchdog::start(const std::string &what, int seconds) {
             _exit(124);
         }
     });
+    // Return once the thread sleeps: a test that forks next (ChildPeer)
+    // must not fork while it is still starting and allocating, or the child
+    // can inherit a held allocator lock (seen under ASan: the child hung in
+    // its first allocation, 1 run in 8).
+    std::unique_lock<std::mutex> lk(st->m);
+    st->cv.wait(lk, [st] { return st->waiting; });
 }
 
 void Watchdog::stop() {
