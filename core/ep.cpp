@@ -177,6 +177,24 @@ Op *op_take(Ep &ep, bool recv) {
 }
 
 
+} // namespace
+
+Op *ep_take_op(Ep &ep, Evd &evd, bool recv) {
+    if (Op *op = op_take(ep, recv))
+        return op;
+    // Completions of suppressed DTOs come back only when someone reads the
+    // queue; a consumer that never dequeues its request EVD (every send
+    // suppressed) still gets its records back.
+    {
+        std::lock_guard<std::mutex> lock(evd.mu);
+        evd_drain_all_locked(evd);
+    }
+    evd_wake(evd); // what moved into the EVD wakes its waiter
+    return op_take(ep, recv);
+}
+
+namespace {
+
 // DAT_COMPLETION_BARRIER_FENCE_FLAG: the operation starts only after every
 // earlier RDMA read of the EP has completed. Transports without a fence of
 // their own (libfabric tcp) get it here: completions are moved into the
@@ -290,20 +308,9 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
     if ((flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) && !recv && state == DAT_EP_STATE_CONNECTED)
         if (DAT_RETURN r = wait_for_reads(*ep))
             return r;
-    Op *op = op_take(*ep, recv);
-    if (!op) {
-        // Completions of suppressed DTOs come back only when someone reads
-        // the queue; a consumer that never dequeues its request EVD (every
-        // send suppressed) still gets its records back.
-        {
-            std::lock_guard<std::mutex> lock(evd->mu);
-            evd_drain_all_locked(*evd);
-        }
-        evd_wake(*evd); // what moved into the EVD wakes its waiter
-        op = op_take(*ep, recv);
-        if (!op)
-            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    }
+    Op *op = ep_take_op(*ep, *evd, recv);
+    if (!op)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     if (kind == PostKind::kRdmaRead)
         ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
     op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;

@@ -14,6 +14,10 @@ void ep_drain_completions(Ep &ep);
 // Returns a DTO record to its EP's free list (ops_mu held for the _locked one).
 void op_recycle(Op &op);
 void op_recycle_locked(Op &op);
+// A free record of `ep` for a receive or a request (counted as posted; its
+// rseq taken for a request); `evd`, where its completion goes, is drained
+// once when none is free. nullptr when the queue is full.
+Op *ep_take_op(Ep &ep, Evd &evd, bool recv);
 // A request of `op.ep` is done (its state no longer kPosted): reported now,
 // with every held one after it, when all earlier requests are, else held
 // until they are (Ep::req_held). `silent`: no event (a post that failed);

@@ -166,8 +166,12 @@ DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_
     d.status = status;
     d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
     d.operation = op.operation;
-    if (op.ext != ExtKind::kNone)
-        ext_event(e, op, nullptr);
+    if (op.ext != ExtKind::kNone) {
+        if (op.ext == ExtKind::kRmrBind)
+            rmr_bind_event(e, op, status);
+        else
+            ext_event(e, op, nullptr);
+    }
     return e;
 }
 

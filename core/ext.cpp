@@ -32,7 +32,8 @@ DAT_DTOS ext_operation(ExtKind kind) {
     case ExtKind::kRdmaWriteImmed: return static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED);
     case ExtKind::kFetchAdd: return static_cast<DAT_DTOS>(DAT_IB_DTO_FETCH_ADD);
     case ExtKind::kCmpSwap: return static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP);
-    case ExtKind::kNone: break;
+    case ExtKind::kNone:
+    case ExtKind::kRmrBind: break;
     }
     return DAT_DTO_SEND;
 }
@@ -61,7 +62,8 @@ void ext_event(DAT_EVENT &e, const Op &op, const Completion *c) {
         case ExtKind::kRdmaWriteImmed: x.type = DAT_IB_RDMA_WRITE_IMMED; break;
         case ExtKind::kFetchAdd: x.type = DAT_IB_FETCH_AND_ADD; break;
         case ExtKind::kCmpSwap: x.type = DAT_IB_CMP_AND_SWAP; break;
-        case ExtKind::kNone: break;
+        case ExtKind::kNone:
+        case ExtKind::kRmrBind: break;
         }
     }
     static_assert(sizeof x <= sizeof e.event_extension_data);

@@ -42,7 +42,9 @@ struct Srq;
 class Transport;
 
 // The InfiniBand extensions' DTOs (dat_ib_extensions.h, core/ext.cpp).
-enum class ExtKind : std::uint8_t { kNone, kRdmaWriteImmed, kFetchAdd, kCmpSwap };
+// kRmrBind: not a DTO but a dat_rmr_bind, whose completion takes its turn
+// among the EP's requests (core/rmr.cpp); the transport never sees its record.
+enum class ExtKind : std::uint8_t { kNone, kRdmaWriteImmed, kFetchAdd, kCmpSwap, kRmrBind };
 
 // ---- limits the kit enforces whatever the transport ------------------------
 inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
@@ -92,6 +94,7 @@ struct Op {
     ExtKind ext = ExtKind::kNone;
     std::uint32_t immed = 0;         // kRdmaWriteImmed: the immediate data
     std::uint64_t operand[2] = {};   // kFetchAdd: {add}; kCmpSwap: {compare, swap}
+    Rmr *rmr = nullptr;              // kRmrBind: the window bound or unbound
 };
 
 struct Cno : ObjectHeader {
@@ -535,6 +538,9 @@ DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_
 // immediate data (core/ext.cpp): DAT_IB_DTO_EVENT with the
 // DAT_IB_EXTENSION_EVENT_DATA of dat_ib_extensions.h.
 void ext_event(DAT_EVENT &e, const Op &op, const Completion *c);
+// dto_event() of a dat_rmr_bind's record: its DAT_RMR_BIND_COMPLETION_EVENT
+// (core/rmr.cpp).
+void rmr_bind_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status);
 // The extension's attributes in dat_ia_query (core/ext.cpp).
 void ext_query(Ia &ia, DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr);
 

@@ -70,14 +70,26 @@ DAT_RETURN unbind_locked(Rmr &rmr, Ep *ep) {
     return DAT_SUCCESS;
 }
 
-void post_bind_event(Ep &ep, Rmr &rmr, DAT_RMR_COOKIE cookie, DAT_DTO_COMPLETION_STATUS status) {
-    DAT_EVENT e;
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
-    e.event_data.rmr_completion_event_data.rmr_handle = &rmr;
-    e.event_data.rmr_completion_event_data.user_cookie = cookie;
-    e.event_data.rmr_completion_event_data.status = status;
-    evd_push(*ep.request_evd, e);
+// The bind's record: its completion takes its turn among the EP's requests
+// (a bind is a request of the EP, as on an RDMA device's send queue), so it
+// is never reported ahead of an earlier DTO that has not completed yet.
+Op *take_bind_op(Ep &ep, Rmr &rmr, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags) {
+    Op *op = ep_take_op(ep, *ep.request_evd, false);
+    if (!op)
+        return nullptr;
+    op->ext = ExtKind::kRmrBind;
+    op->rmr = &rmr;
+    op->cookie = cookie;
+    op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+    op->length = 0;
+    op->seq = ep.next_seq.fetch_add(1, std::memory_order_relaxed);
+    op->state.store(Op::kHeld, std::memory_order_release);
+    return op;
+}
+
+// `silent`: the bind failed and said so by its return code.
+void bind_done(Ep &ep, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent) {
+    evd_request_done(*ep.request_evd, op, status, silent, false);
 }
 
 // The bound RMR of `ia` whose context is `context`, in `pz`; ia.mu held.
@@ -137,6 +149,15 @@ void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event) {
     }
     event.event_data.dto_completion_event_data.operation = DAT_DTO_RECEIVE_WITH_INVALIDATE;
     event.event_data.dto_completion_event_data.rmr_context = context;
+}
+
+void rmr_bind_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status) {
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_RMR_BIND_COMPLETION_EVENT;
+    auto &d = e.event_data.rmr_completion_event_data;
+    d.rmr_handle = op.rmr;
+    d.user_cookie = op.cookie;
+    d.status = status == DAT_DTO_SUCCESS ? DAT_RMR_BIND_SUCCESS : DAT_RMR_BIND_FAILURE;
 }
 
 namespace slot {
@@ -245,25 +266,34 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const 
         if (lmr && (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) &&
             !(lmr->privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
             return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_WRITE);
-        if (state == DAT_EP_STATE_DISCONNECTED) {
-            post_bind_event(*ep, *rmr, cookie, DAT_RMR_BIND_FAILURE);
-            return DAT_SUCCESS;
-        }
-        if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+        if (state == DAT_EP_STATE_CONNECTED && (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG))
             if (DAT_RETURN r = ep_fence_reads(*ep))
                 return r;
+        Op *op = take_bind_op(*ep, *rmr, cookie, flags);
+        if (!op)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        if (state == DAT_EP_STATE_DISCONNECTED) {
+            // Accepted and flushed: reported as a failed bind, in its turn.
+            bind_done(*ep, *op, DAT_DTO_ERR_FLUSHED, false);
+            return DAT_SUCCESS;
+        }
         DAT_RMR_CONTEXT context = 0;
         {
             std::lock_guard<std::mutex> lock(rmr->mu);
             if (unbind) {
-                if (DAT_RETURN r = unbind_locked(*rmr, ep))
+                if (DAT_RETURN r = unbind_locked(*rmr, ep)) {
+                    bind_done(*ep, *op, DAT_DTO_SUCCESS, true);
                     return r;
+                }
             } else {
                 const auto address = static_cast<std::uintptr_t>(triplet->virtual_address);
                 const auto remote = static_cast<DAT_MEM_PRIV_FLAGS>(
                     privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG));
-                if (DAT_RETURN r = ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length, remote))
+                if (DAT_RETURN r =
+                        ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length, remote)) {
+                    bind_done(*ep, *op, DAT_DTO_SUCCESS, true);
                     return r;
+                }
                 lmr->users.fetch_add(1);
                 if (rmr->lmr)
                     rmr->lmr->users.fetch_sub(1);
@@ -274,11 +304,10 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const 
                 context = rmr->rmr_context;
             }
         }
-        // The transport bound synchronously: the completion (unless
-        // suppressed) is there before the call returns, which also fences
-        // every later DTO of the EP behind the bind.
-        if (!(flags & DAT_COMPLETION_SUPPRESS_FLAG))
-            post_bind_event(*ep, *rmr, cookie, DAT_RMR_BIND_SUCCESS);
+        // The transport bound synchronously, which fences every later DTO
+        // of the EP behind the bind; its completion (unless suppressed) is
+        // reported once every earlier request of the EP is.
+        bind_done(*ep, *op, DAT_DTO_SUCCESS, false);
         if (!unbind)
             *rmr_context = context;
         return DAT_SUCCESS;

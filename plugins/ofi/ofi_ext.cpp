@@ -123,6 +123,7 @@ DAT_RETURN OfiTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
         return post_atomic(oep, op, segs[0], remote);
     case kit::ExtKind::kNone:
+    case kit::ExtKind::kRmrBind:
         break;
     }
     return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);

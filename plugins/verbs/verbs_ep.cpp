@@ -777,6 +777,7 @@ DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment
         wr.wr.atomic.swap = op.ext == kit::ExtKind::kCmpSwap ? op.operand[1] : 0;
         break;
     case kit::ExtKind::kNone:
+    case kit::ExtKind::kRmrBind:
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     }
     if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)

@@ -551,6 +551,32 @@ TEST_P(RmrConnectedTest, BindOnDisconnectedEndpointIsFlushed) {
     EXPECT_DAT_OK(target.free_lmr());
 }
 
+TEST_P(RmrConnectedTest, BindCompletionComesAfterEarlierRequestsOfTheEndpoint) {
+    // A bind is a request of its Endpoint: its completion is not reported
+    // ahead of DTOs posted before it (libfabric tcp completes large RDMA
+    // Writes late, the bind at once).
+    const DAT_EP_ATTR a = query_ep_attr(server.ep);
+    const int writes = std::max(1, std::min(8, a.max_request_dtos - 2));
+    const size_t each = std::min<size_t>(1 << 20, a.max_rdma_size ? a.max_rdma_size : (1 << 20));
+    Buffer src, sink;
+    ASSERT_DAT_OK(server.register_buffer(src, each));
+    ASSERT_DAT_OK(client.register_buffer(sink, each * writes, kRemoteWrite));
+    src.fill(0x62);
+    for (int i = 0; i < writes; ++i) {
+        DAT_LMR_TRIPLET l = src.iov(0, each);
+        DAT_RMR_TRIPLET rem = sink.rmr(each * i, each);
+        ASSERT_DAT_OK(dat_ep_post_rdma_write(server.ep, 1, &l, cookie(0x700 + i), &rem, DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    DAT_LMR_TRIPLET t = target.iov(kPage, kPage);
+    DAT_RMR_CONTEXT ctx = 0;
+    ASSERT_DAT_OK(dat_rmr_bind(rmr, target.lmr, &t, kRemoteRw, DAT_VA_TYPE_VA, server.ep, rmr_cookie(9),
+                               DAT_COMPLETION_DEFAULT_FLAG, &ctx));
+    for (int i = 0; i < writes; ++i)
+        ASSERT_TRUE(wait_dto_ok(server.req_evd, 0x700 + i)) << "completion " << i << " of " << writes << " writes";
+    EXPECT_TRUE(bind_event(server.req_evd, rmr, 9, DAT_RMR_BIND_SUCCESS));
+    ASSERT_NO_FATAL_FAILURE(expect_write_lands(at(kPage, 512, ctx), 0x23, 0x53));
+}
+
 // ---- what a binding holds ---------------------------------------------------------------------------
 
 TEST_P(RmrConnectedTest, LmrFreeRefusedWhileAWindowIsBoundToIt) {
