@@ -13,6 +13,9 @@
 : "${dtest_args:=-B 100}"     # dtest's default, -p and -c cases
 : "${dtestcm_connections:=200}"
 : "${iteration_divisor:=1}"
+# peer_preload: a library the peer programs (not the script's tools) preload,
+# e.g. the TSan runtime for our TSan-built libraries (tests/peers/tsan_peers.sh).
+: "${peer_preload:=}"
 : "${dtestx_atomics:=no}"     # yes: the IA offers fetch and add and compare and swap
 
 # ---- running both sides --------------------------------------------------------
@@ -45,7 +48,7 @@ start_server() {
     local probe=$1 port=$2; shift 2
     server_cmd="$*"
     $probe "$port" && verdict_fail "port $port is already in use before the server starts"
-    timeout -k 5 120 stdbuf -oL -eL "$@" >"$sout" 2>&1 &
+    timeout -k 5 120 ${peer_preload:+env LD_PRELOAD=$peer_preload} stdbuf -oL -eL "$@" >"$sout" 2>&1 &
     spid=$!
     await_server "$server_wait" $probe "$port"
     case $? in
@@ -57,7 +60,7 @@ start_server() {
 run_client() {
     local limit=$1 rc; shift
     client_cmd="$*"
-    timeout -k 5 "$limit" stdbuf -oL -eL "$@" >"$cout" 2>&1 &
+    timeout -k 5 "$limit" ${peer_preload:+env LD_PRELOAD=$peer_preload} stdbuf -oL -eL "$@" >"$cout" 2>&1 &
     cpid=$!
     wait "$cpid"; rc=$?
     cpid= client_rc=$rc
@@ -251,6 +254,11 @@ run_performance() {
 }
 run_quit() {
     dapltest_server
+    quit_server
+}
+# quit_server: `dapltest -T Q` ends the running dapltest server, which exits
+# by itself (its IA closed, its threads joined).
+quit_server() {
     run_client "$client_limit" dapltest -T Q -s "$addr" -D "$ia"
     need "$cout" "$client_done" "quit client did not reach 'End of Work'"
     refuse "$cout" "$bad_lines" "quit client reports"
@@ -501,6 +509,8 @@ run_case() {
     dapltest-T-RR) run_transaction "-i $((500 / k)) -t 1 -w 1" "client RR 4096 client SR 256 server RR 4096 server SR 256" ;;
     dapltest-T-RW) run_transaction "-i $((500 / k)) -t 1 -w 1" "client RW 4096 1 client SR 256 server RW 4096 1 server SR 256" ;;
     dapltest-T-V)  run_transaction "-V -t 2 -w 4 -i $((200 / k))" "client RW 4096 1 server RW 2048 4 client SR 1024 4 server SR 4096 2" ;;
+    dapltest-T-V8) run_transaction "-V -t 8 -w 8 -i $((100 / k))" "client RW 4096 1 server RW 2048 4 client SR 1024 4 server SR 4096 2"
+                   quit_server ;;
     dapltest-P-RW) run_performance "-i $((2048 / k)) -p 16 -m b" "RW 65536 2" ;;
     dapltest-P-RR) run_performance "-i $((2048 / k)) -p 16 -m b" "RR 65536 2" ;;
     dapltest-Q)    run_quit ;;
