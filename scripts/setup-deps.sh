@@ -8,7 +8,7 @@ packages=(
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdmacm-utils
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
-  gnuplot-nox valgrind
+  gnuplot-nox valgrind heaptrack
 )
 missing=()
 for p in "${packages[@]}"; do
