@@ -300,6 +300,23 @@ void on_disconnected(Ep &ep, bool broken) {
                              0);
 }
 
+// dat_ep_connect(3DAT), dat_ep_dup_connect(3DAT): a qos the provider does
+// not offer (it offers DAT_QOS_BEST_EFFORT only) is DAT_MODEL_NOT_SUPPORTED;
+// bits that are no DAT_QOS at all make argument `arg` invalid.
+namespace {
+DAT_RETURN check_qos(DAT_QOS qos, int arg) {
+    constexpr unsigned kKnown = DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
+    if (qos == DAT_QOS_BEST_EFFORT)
+        return DAT_SUCCESS;
+    if (static_cast<unsigned>(qos) & ~kKnown) {
+        DAT2_LOG(log::kGeneric, "qos %#x is not a DAT_QOS value\n", static_cast<unsigned>(qos));
+        return invalid_arg(arg);
+    }
+    DAT2_LOG(log::kGeneric, "qos %#x is not supported: DAT_QOS_BEST_EFFORT only\n", static_cast<unsigned>(qos));
+    return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+}
+} // namespace
+
 namespace slot {
 
 DAT_RETURN ep_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout,
@@ -312,8 +329,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR addr, DAT_CONN
             return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 5))
             return r;
-        if (qos != DAT_QOS_BEST_EFFORT && (qos & ~DAT_QOS_BEST_EFFORT))
-            return invalid_arg(7);
+        if (DAT_RETURN r = check_qos(qos, 7))
+            return r;
         if (flags != DAT_CONNECT_DEFAULT_FLAG) {
             if (flags == DAT_CONNECT_MULTIPATH_FLAG)
                 return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
@@ -333,8 +350,8 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep_handle, DAT_EP_HANDLE dup_handle, DAT
             return r;
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
             return r;
-        if (qos & ~DAT_QOS_BEST_EFFORT)
-            return invalid_arg(6);
+        if (DAT_RETURN r = check_qos(qos, 6))
+            return r;
         sockaddr_storage remote;
         DAT_CONN_QUAL qual;
         {

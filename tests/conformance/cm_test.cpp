@@ -459,6 +459,101 @@ TEST_P(CmTest, ConnectInWrongStateIsInvalidState) {
     EXPECT_TRUE(no_event(server.cr_evd));
 }
 
+// ---- dat_ep_dup_connect ----------------------------------------------------------------------
+
+TEST_P(CmTest, DupConnectReachesTheRemoteEndOfTheDuplicatedEndpoint) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_EP_HANDLE dup = DAT_HANDLE_NULL, sdup = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&dup, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(server.create_ep_on(&sdup, server.recv_evd, server.req_evd, server.conn_evd));
+    // dat_ep_dup_connect(3DAT): "The remote end of the requested connection shall be the same
+    // as the remote end of the dup_ep_handle": the same IA and Connection Qualifier.
+    auto pd = pdata(24, 0x41);
+    ASSERT_DAT_OK(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 24, pd.data(), DAT_QOS_BEST_EFFORT));
+    EXPECT_EQ(ep_state(dup), DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
+    DAT_EVENT ev{};
+    DAT_CR_HANDLE cr = server_wait_cr(&ev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle, psp);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.conn_qual, port);
+    DAT_CR_PARAM p{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &p));
+    ASSERT_EQ(p.private_data_size, 24);
+    EXPECT_EQ(std::memcmp(p.private_data, pd.data(), pd.size()), 0);
+    EXPECT_TRUE(is_address_of(p.remote_ia_address_ptr, client.ia.ia));
+    DAT_EVENT cest{};
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr, nullptr, 0, &cest, nullptr, sdup));
+    EXPECT_EQ(cest.event_data.connect_event_data.ep_handle, dup);
+    EXPECT_EQ(ep_state(dup), DAT_EP_STATE_CONNECTED);
+    // The new connection carries data, and the duplicated one is untouched.
+    Buffer sbuf, rbuf;
+    ASSERT_DAT_OK(client.register_buffer(sbuf, 4096));
+    ASSERT_DAT_OK(server.register_buffer(rbuf, 4096));
+    sbuf.fill(0x42);
+    DAT_LMR_TRIPLET riov = rbuf.iov(0, 4096), siov = sbuf.iov(0, 512);
+    ASSERT_DAT_OK(dat_ep_post_recv(sdup, 1, &riov, cookie(0xd1), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_post_send(dup, 1, &siov, cookie(0xd2), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xd2));
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xd1));
+    EXPECT_EQ(rbuf.mismatch(0, 512, 0x42, 0), -1);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_CONNECTED);
+    ASSERT_DAT_OK(dat_ep_disconnect(dup, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_DAT_OK(dat_ep_free(dup));
+    EXPECT_DAT_OK(dat_ep_free(sdup));
+}
+
+TEST_P(CmTest, DupConnectBadArguments) {
+    DAT_EP_HANDLE dup = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&dup, client.recv_evd, client.req_evd, client.conn_evd));
+    // dat_ep_dup_connect(3DAT): DAT_INVALID_STATE "A parameter is in an invalid state": the
+    // Endpoint to duplicate is not connected.
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
+                   DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // DAT_INVALID_HANDLE "The ep_handle or dup_ep_handle parameter is invalid".
+    EXPECT_DAT_INVALID_HANDLE(dat_ep_dup_connect(DAT_HANDLE_NULL, client.ep, kEventTimeoutUs, 0, nullptr,
+                                                 DAT_QOS_BEST_EFFORT),
+                              HandleKind::Ep);
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, DAT_HANDLE_NULL, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
+                   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE2);
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ia.pz, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
+                   DAT_INVALID_HANDLE, DAT_INVALID_HANDLE2);
+    // DAT_INVALID_PARAMETER: a negative private_data_size, or data without a pointer.
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, -1, nullptr, DAT_QOS_BEST_EFFORT),
+                   DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 8, nullptr, DAT_QOS_BEST_EFFORT),
+                   DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    // "If the local Provider or Transport does not support the requested qos, the operation
+    // fails and DAT_MODEL_NOT_SUPPORTED is returned synchronously"; a value that is no DAT_QOS
+    // is an invalid parameter.
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 0, nullptr, DAT_QOS_LOW_LATENCY),
+                   DAT_MODEL_NOT_SUPPORTED, 0);
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 0, nullptr, static_cast<DAT_QOS>(0x100)),
+                   DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    // Refused calls send nothing and leave the Endpoint as it was.
+    EXPECT_EQ(ep_state(dup), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(server.cr_evd));
+    EXPECT_DAT_OK(dat_ep_free(dup));
+}
+
+TEST_P(CmTest, ConnectWithAnUnsupportedQosIsModelNotSupported) {
+    // dat_ep_connect(3DAT): "If the local Provider or Transport does not support the requested
+    // qos, the operation fails and DAT_MODEL_NOT_SUPPORTED is returned synchronously."
+    DAT_PROVIDER_ATTR pa{};
+    ASSERT_DAT_OK(query_ia(client.ia.ia, nullptr, &pa));
+    EXPECT_EQ(pa.dat_qos_supported, DAT_QOS_BEST_EFFORT);
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                  DAT_QOS_HIGH_THROUGHPUT, DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_MODEL_NOT_SUPPORTED, 0);
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
+                                  static_cast<DAT_QOS>(0x40), DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
+    EXPECT_TRUE(no_event(server.cr_evd));
+}
+
 // ---- private data limits ---------------------------------------------------------------
 
 TEST_P(CmTest, ConnectPrivateDataLargerThanMaxIsInvalidParameter) {

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Consumer Notification Object: dat_cno_create(3DAT), dat_cno_query(3DAT),
 // dat_cno_modify_agent(3DAT), dat_cno_wait(3DAT), dat_cno_free(3DAT), and its EVD side,
-// dat_evd_modify_cno(3DAT). Software events only, no connections.
+// dat_evd_modify_cno(3DAT); DAT 2.0's dat_cno_fd_create and dat_cno_trigger (dat.h; no
+// man page: a CNO whose file descriptor is readable while it is triggered, and the call
+// that says which EVD triggered it). Software events only, no connections.
 #include "conformance.hpp"
+
+#include <poll.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -357,6 +363,118 @@ TEST_P(CnoTest, BadArguments) {
     ASSERT_DAT_OK(dat_evd_query(evd, DAT_EVD_FIELD_CNO, &ep));
     EXPECT_EQ(ep.cno_handle, DAT_HANDLE_NULL) << "a refused modify_cno changed the EVD";
     free_both(evd, cno);
+}
+
+// ---- dat_cno_fd_create, dat_cno_trigger ------------------------------------------------
+
+// Whether `fd` becomes readable within `ms` milliseconds.
+bool readable_within(int fd, int ms) {
+    pollfd p{fd, POLLIN, 0};
+    return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN);
+}
+
+TEST_P(CnoTest, FdCnoBecomesReadableWhenTriggeredAndTriggerNamesTheEvd) {
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_fd_create(ia_.ia, &fd, &cno));
+    ASSERT_GE(fd, 0);
+    ASSERT_NE(cno, DAT_HANDLE_NULL);
+    DAT_HANDLE_TYPE type{};
+    ASSERT_DAT_OK(dat_get_handle_type(cno, &type));
+    EXPECT_EQ(type, DAT_HANDLE_TYPE_CNO);
+    DAT_CNO_PARAM p = query(cno);
+    EXPECT_EQ(p.ia_handle, ia_.ia);
+    EXPECT_EQ(p.proxy_type, DAT_PROXY_TYPE_FD);
+    EXPECT_EQ(p.proxy.fd, fd);
+    DAT_EVD_HANDLE a = make_evd(cno), b = make_evd(cno);
+    EXPECT_FALSE(readable_within(fd, 0)) << "readable before any event";
+    DAT_EVD_HANDLE fired = not_written();
+    EXPECT_DAT_ERR(dat_cno_trigger(cno, &fired), DAT_QUEUE_EMPTY, 0);
+    EXPECT_EQ(fired, DAT_HANDLE_NULL);
+
+    for (DAT_EVD_HANDLE evd : {b, a}) {
+        ASSERT_NO_FATAL_FAILURE(post(evd, 7));
+        ASSERT_TRUE(readable_within(fd, 2000)) << "an event on an EVD of the CNO did not make its fd readable";
+        fired = not_written();
+        ASSERT_DAT_OK(dat_cno_trigger(cno, &fired));
+        EXPECT_EQ(fired, evd);
+        // Consumed: the descriptor is quiet again until the next trigger.
+        EXPECT_FALSE(readable_within(fd, 0)) << "still readable after dat_cno_trigger";
+        EXPECT_DAT_ERR(dat_cno_trigger(cno, &fired), DAT_QUEUE_EMPTY, 0);
+        DAT_EVENT ev{};
+        ASSERT_DAT_OK(dat_evd_dequeue(evd, &ev));
+        EXPECT_EQ(ev.event_number, DAT_SOFTWARE_EVENT);
+    }
+    // A dat_cno_wait on it works as on any CNO.
+    ASSERT_NO_FATAL_FAILURE(expect_post_triggers(cno, a, 8));
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(dat_evd_dequeue(a, &ev));
+    EXPECT_DAT_OK(dat_evd_free(b));
+    free_both(a, cno);
+}
+
+TEST_P(CnoTest, FdCnoFeedsAnEpollSet) {
+    // What dat_cno_fd_create is for: a program waiting in epoll on its own
+    // descriptors and on DAT events together.
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_fd_create(ia_.ia, &fd, &cno));
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    ASSERT_GE(ep, 0);
+    epoll_event want{};
+    want.events = EPOLLIN;
+    want.data.u64 = 42;
+    ASSERT_EQ(::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &want), 0);
+    epoll_event got{};
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 0), 0);
+    std::thread poster([&] {
+        std::this_thread::sleep_for(50ms);
+        post(evd, 9);
+    });
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 5000), 1);
+    EXPECT_EQ(got.data.u64, 42u);
+    poster.join();
+    DAT_EVD_HANDLE fired = DAT_HANDLE_NULL;
+    EXPECT_DAT_OK(dat_cno_trigger(cno, &fired));
+    EXPECT_EQ(fired, evd);
+    EXPECT_EQ(::epoll_wait(ep, &got, 1, 0), 0) << "the epoll set still reports the CNO after dat_cno_trigger";
+    ::close(ep);
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(dat_evd_dequeue(evd, &ev));
+    free_both(evd, cno);
+}
+
+TEST_P(CnoTest, TriggerOfAPlainCnoNamesTheEvdNoWaiterTook) {
+    DAT_CNO_HANDLE cno = make_cno();
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    DAT_EVD_HANDLE fired = not_written();
+    EXPECT_DAT_ERR(dat_cno_trigger(cno, &fired), DAT_QUEUE_EMPTY, 0);
+    ASSERT_NO_FATAL_FAILURE(post(evd, 10));
+    fired = DAT_HANDLE_NULL;
+    EXPECT_DAT_OK(dat_cno_trigger(cno, &fired));
+    EXPECT_EQ(fired, evd);
+    EXPECT_DAT_ERR(dat_cno_trigger(cno, &fired), DAT_QUEUE_EMPTY, 0);
+    DAT_EVENT ev{};
+    ASSERT_DAT_OK(dat_evd_dequeue(evd, &ev));
+    free_both(evd, cno);
+}
+
+TEST_P(CnoTest, FdCreateAndTriggerBadArguments) {
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_fd_create(DAT_HANDLE_NULL, &fd, &cno), HandleKind::Ia);
+    EXPECT_DAT_ERR(dat_cno_fd_create(ia_.ia, nullptr, &cno), DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    EXPECT_DAT_ERR(dat_cno_fd_create(ia_.ia, &fd, nullptr), DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
+    EXPECT_EQ(cno, DAT_HANDLE_NULL);
+    DAT_EVD_HANDLE fired = DAT_HANDLE_NULL;
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_trigger(DAT_HANDLE_NULL, &fired), HandleKind::Cno);
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_trigger(ia_.pz, &fired), HandleKind::Cno);
+    ASSERT_DAT_OK(dat_cno_fd_create(ia_.ia, &fd, &cno));
+    EXPECT_DAT_ERR(dat_cno_trigger(cno, nullptr), DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    EXPECT_DAT_OK(dat_cno_free(cno));
+    // A freed CNO's handle is stale.
+    EXPECT_DAT_INVALID_HANDLE(dat_cno_trigger(cno, &fired), HandleKind::Cno);
 }
 
 INSTANTIATE_OVER_IAS(CnoTest);
