@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -209,8 +210,35 @@ DAT_RETURN VerbsTransport::select_device(std::string &device_name) {
     return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
 }
 
+namespace {
+
+// fork() (docs/fork.md): a kernel before 5.13 does not copy pinned pages
+// into a child, and a parent's first write to registered memory after a
+// fork would move it away from the device. There libibverbs must keep
+// registered memory out of children (ibv_fork_init, before the process
+// registers anything: our first IA is the earliest we can). Newer kernels
+// answer IBV_FORK_UNNEEDED and nothing is done.
+void fork_safety(const char *name) {
+    static std::once_flag once;
+    std::call_once(once, [name] {
+        const ibv_fork_status st = ibv_is_fork_initialized();
+        if (st != IBV_FORK_DISABLED)
+            return;
+        if (int rc = ibv_fork_init())
+            DAT2_ERR("%s: this kernel does not copy registered memory into a child after fork(), and "
+                     "ibv_fork_init failed (%s): memory registered before it is not fork-safe; set "
+                     "RDMAV_FORK_SAFE=1 in the environment\n",
+                     name, std::strerror(rc));
+        else
+            DAT2_LOG(log::kGeneric, "%s: ibv_fork_init: registered memory is kept out of children\n", name);
+    });
+}
+
+} // namespace
+
 DAT_RETURN VerbsTransport::open() {
     const char *name = ia_.name.c_str();
+    fork_safety(name);
     channel_ = rdma_create_event_channel();
     if (!channel_) {
         DAT2_ERR("%s: no RDMA connection manager (rdma_create_event_channel: %s; is rdma_ucm loaded, "
