@@ -11,6 +11,7 @@
 // when the connection ends.
 #pragma once
 
+#include "verbs_cm_data.hpp"
 #include "kit.hpp"
 #include "wait.hpp"
 
@@ -39,18 +40,7 @@ struct Params {
 };
 bool parse_params(const std::string &text, Params &out, std::string &error);
 
-// Private data framing. InfiniBand CM messages carry fixed-size private
-// data (zero padded), so the consumer's length travels in a 2-byte header,
-// which also tells a reject by the peer's consumer (kind "reject") from a
-// refusal by the CM (no listener).
-enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
-inline constexpr std::size_t kCmHeader = 2;
-// Private data an IB/RoCE REQ carries in rdma_cm's TCP port space (92 bytes
-// minus rdma_cm's own 36-byte header); REP and REJ carry more.
-inline constexpr std::size_t kIbReqPrivateData = 56;
-std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out);
-bool unframe_cm_data(const void *data, std::size_t len, CmKind kind, const unsigned char *&pdata,
-                     std::size_t &pdata_len);
+// Private data framing (CmKind, frame_cm_data, unframe_cm_data): verbs_cm_data.hpp.
 
 // A completion queue behind a DTO EVD, with its own completion channel so
 // that each EVD has an fd to block on.

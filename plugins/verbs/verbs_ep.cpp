@@ -41,24 +41,6 @@ std::uint64_t to_sges(const kit::Segment *segs, int nsegs, ibv_sge *sge) {
 
 } // namespace
 
-std::size_t frame_cm_data(CmKind kind, const void *pdata, std::size_t len, unsigned char *out) {
-    out[0] = static_cast<unsigned char>(0xD0 | kind);
-    out[1] = static_cast<unsigned char>(len);
-    if (len)
-        std::memcpy(out + kCmHeader, pdata, len);
-    return kCmHeader + len;
-}
-
-bool unframe_cm_data(const void *data, std::size_t len, CmKind kind, const unsigned char *&pdata,
-                     std::size_t &pdata_len) {
-    const auto *p = static_cast<const unsigned char *>(data);
-    if (!p || len < kCmHeader || p[0] != (0xD0 | kind) || p[1] > len - kCmHeader)
-        return false;
-    pdata = p + kCmHeader;
-    pdata_len = p[1];
-    return true;
-}
-
 // ---- queue pairs ------------------------------------------------------------------------
 
 bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
