@@ -87,14 +87,21 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
     }
     report_request_locked(evd, op, status, length, silent);
     ++ep.req_report_rseq;
+    // dat_ep_disconnect(3DAT): "If an in-progress DTO is completed
+    // unsuccessfully, all follow on in-progress DTOs in the same direction
+    // also must be completed unsuccessfully" -- also when the transport
+    // reported the failure: libfabric tcp completes a send once the kernel
+    // has it, so a send held behind a write that then fails may never have
+    // arrived.
+    bool failed = flushing || status != DAT_DTO_SUCCESS;
     while (n > 0) {
         Op *h = ep.req_held[ep.req_report_rseq % n];
         if (!h || h->rseq != ep.req_report_rseq)
             break;
         ep.req_held[ep.req_report_rseq % n] = nullptr;
-        // dat_ep_disconnect(3DAT): after a flush no success follows a failure.
         const DAT_DTO_COMPLETION_STATUS st =
-            flushing && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
+            failed && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
+        failed = failed || st != DAT_DTO_SUCCESS;
         report_request_locked(evd, *h, st, h->held_length, h->held_silent);
         ++ep.req_report_rseq;
     }
