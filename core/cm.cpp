@@ -9,6 +9,10 @@
 
 #include <netinet/in.h>
 
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
 namespace dat2::kit {
 
 namespace {
@@ -61,17 +65,92 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
     return r;
 }
 
+// The service points of this process (of this plugin: each has its own
+// kit) with the address and port they listen on. Qualifiers that fold onto
+// one port (port_of_qual) cannot both listen: the second create is
+// DAT_CONN_QUAL_IN_USE whatever the transport would allow, and the log names
+// the qualifier that holds the port.
+struct Listener {
+    const Psp *sp;
+    sockaddr_storage at; // the IA's address with the port
+    DAT_CONN_QUAL qual;
+};
+std::mutex &listeners_mu() {
+    static auto *mu = new std::mutex; // never destroyed: plugins unload in any order
+    return *mu;
+}
+std::vector<Listener> &listeners() {
+    static auto *v = new std::vector<Listener>;
+    return *v;
+}
+
+bool same_listen_address(const sockaddr_storage &a, const sockaddr_storage &b) {
+    if (a.ss_family != b.ss_family || port_of(a) != port_of(b))
+        return false;
+    if (a.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in &>(a).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in &>(b).sin_addr.s_addr;
+    return std::memcmp(&reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr,
+                       &reinterpret_cast<const sockaddr_in6 &>(b).sin6_addr, sizeof(in6_addr)) == 0;
+}
+
+// DAT_CONN_QUAL_IN_USE (logged) when a service point of this process listens
+// on the port `qual` folds onto at the IA's address.
+DAT_RETURN check_port_free(Ia &ia, DAT_CONN_QUAL qual) {
+    const sockaddr_storage at = with_port(ia.transport->address(), port_of_qual(qual));
+    DAT_CONN_QUAL holder = 0;
+    bool held = false;
+    {
+        std::lock_guard<std::mutex> lock(listeners_mu());
+        for (const Listener &l : listeners())
+            if (same_listen_address(l.at, at)) {
+                holder = l.qual;
+                held = true;
+                break;
+            }
+    }
+    if (!held)
+        return DAT_SUCCESS;
+    if (holder == qual)
+        DAT2_LOG(log::kGeneric, "%s: connection qualifier %llu is in use by another service point\n",
+                 ia.name.c_str(), static_cast<unsigned long long>(qual));
+    else
+        DAT2_ERR("%s: connection qualifier %llu is refused: it listens on port %u, which qualifier %llu of "
+                 "this process already holds (qualifiers above 65535 fold onto ports 33534..65534)\n",
+                 ia.name.c_str(), static_cast<unsigned long long>(qual), unsigned(port_of_qual(qual)),
+                 static_cast<unsigned long long>(holder));
+    return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
+}
+
 // Listens for `sp` (a PSP, RSP or CSP already made) on `qual` (nullptr: any)
 // and publishes it; destroys it on failure.
 template <class Sp>
 DAT_RETURN open_service_point(Ia &ia, Sp &sp, Evd &evd, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
     sp.evd = &evd;
     DAT_CONN_QUAL got = qual ? *qual : 0;
+    if (qual) {
+        if (DAT_RETURN r = check_port_free(ia, *qual)) {
+            destroy_object(&sp);
+            return r;
+        }
+        sp.conn_qual = *qual; // requests may come before psp_open returns
+    }
     if (DAT_RETURN r = ia.transport->psp_open(sp, qual, &got)) {
+        if (qual && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE)
+            DAT2_LOG(log::kGeneric, "%s: port %u of connection qualifier %llu is in use by another process\n",
+                     ia.name.c_str(), unsigned(port_of_qual(*qual)), static_cast<unsigned long long>(*qual));
         destroy_object(&sp);
         return r;
     }
     sp.conn_qual = got;
+    try {
+        std::lock_guard<std::mutex> lock(listeners_mu());
+        listeners().push_back({&sp, with_port(ia.transport->address(), port_of_qual(got)), got});
+    } catch (...) {
+        ia.transport->psp_close(sp);
+        destroy_object(&sp);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
     if (assigned)
         *assigned = got;
     evd.users.fetch_add(1);
@@ -133,6 +212,11 @@ DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, 
 void psp_release(Psp &psp) {
     Ia &ia = *psp.ia;
     ia.transport->psp_close(psp);
+    {
+        std::lock_guard<std::mutex> lock(listeners_mu());
+        auto &v = listeners();
+        v.erase(std::remove_if(v.begin(), v.end(), [&](const Listener &l) { return l.sp == &psp; }), v.end());
+    }
     if (psp.type == DAT_HANDLE_TYPE_RSP) {
         // dat_rsp_free(3DAT): the Endpoint reverts to Consumer control (one
         // the provider created for the RSP goes away) unless its request came.

@@ -38,17 +38,20 @@ inline std::size_t sockaddr_size(const sockaddr *sa) {
     return sa->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
-// IP transports use the connection qualifier as the port: one that does not
-// fit is DAT_INVALID_PARAMETER (DAT_INVALID_ARG`arg`), logged for IA `ia`.
-inline DAT_RETURN qual_to_port(const std::string &ia, DAT_CONN_QUAL qual, DAT_RETURN arg, std::uint16_t &port) {
-    if (qual > 0xffff) {
-        DAT2_ERR("%s: connection qualifier %llu is not a port (0..65535)\n", ia.c_str(),
-                 static_cast<unsigned long long>(qual));
-        return DAT_ERROR(DAT_INVALID_PARAMETER, arg);
-    }
-    port = static_cast<std::uint16_t>(qual);
-    return DAT_SUCCESS;
+// DAT_CONN_QUAL has 64 bits, an IP port 16. The port a qualifier listens
+// on and is connected to: up to 0xffff the qualifier itself (dtest's 45248
+// is port 45248); above, folded onto 33534..65534 (`qual` % 32001 + 33534),
+// which is what OFED's rdma_cm provider (openib_cma, SID_TO_PORT) does, so
+// that a verbs peer running OFED's dapl and we meet on the same port for any
+// qualifier. Different qualifiers may share a port: the kit refuses a second
+// service point on a port one of this process holds (cm.cpp), and a
+// transport that can carry the qualifier itself tells the others apart.
+constexpr std::uint16_t port_of_qual(DAT_CONN_QUAL qual) {
+    constexpr DAT_CONN_QUAL kFoldModulus = 32001;
+    constexpr DAT_CONN_QUAL kFoldBase = 0xffff - kFoldModulus;
+    return static_cast<std::uint16_t>(qual > 0xffff ? qual % kFoldModulus + kFoldBase : qual);
 }
+static_assert(port_of_qual(45248) == 45248 && port_of_qual(0x10000) == 35068 && port_of_qual(0xAffab1e) == 43414);
 
 // `addr` (IPv4 or IPv6) with its port set to `port`.
 inline sockaddr_storage with_port(const sockaddr *addr, std::uint16_t port) {

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace dat2::ofi {
@@ -42,8 +43,13 @@ struct Params {
     std::string address;
     std::string domain;
     std::string fabric;
+    unsigned link_timeout_ms = 0; // 0: the kernel's TCP defaults (README, "Link loss")
 };
 bool parse_params(const std::string &text, Params &out, std::string &error);
+
+// link_timeout_ms on the TCP socket under a connected `ep` (TCP_USER_TIMEOUT
+// and keepalive); false when the endpoint has no TCP socket of its own.
+bool bound_link_timeout(fid_ep *ep, unsigned ms);
 
 // Private data framing (CmHeader, frame_cm_data, unframe_cm_data): ofi_cm_data.hpp.
 
@@ -118,6 +124,9 @@ private:
     void cm_loop();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);
     void handle_cm_error();
+    // A request for qualifier `asked`, which shares the port of `opsp`'s
+    // qualifier, is refused as if nobody listened; frees `info`. cm_mu_ held.
+    void refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked);
     void check_deadlines();
     // Creates, binds and enables the libfabric endpoint of `ep`; cm_mu_ held.
     DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
@@ -177,7 +186,8 @@ private:
     fid_eq *eq_ = nullptr;
     fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
     int eq_fd_ = -1;
-    int wake_fd_ = -1; // eventfd: wakes the CM thread (new deadline, new queue, or stop)
+    int wake_fd_ = -1; // eventfd: wakes the CM thread (new deadline, or stop)
+    int poll_fd_ = -1; // epoll set of the CM thread: eq_fd_, wake_fd_ and the queues' wait fds
     std::atomic<bool> stopping_{false};
     sockaddr_storage addr_{};
 
@@ -192,16 +202,30 @@ private:
     std::map<std::uint64_t, OfiPsp *> psps_;
     // Every completion queue of the IA: the CM thread drives their progress
     // while the consumer is not polling (tcp moves data only when asked, and
-    // an RDMA write must land while the target just watches its memory).
-    // The CM thread is the only waiter on their fds (two waiters would steal
-    // each other's wake-ups); it wakes the EVD when completions are queued.
+    // an RDMA write must land while the target just watches its memory), and
+    // wakes the EVD when completions are queued. Their wait fds are in
+    // poll_fd_, so that a round of the thread costs what is ready, pending or
+    // connected, never the number of queues (dat_ia_query's max_evds of
+    // them can exist). dat_evd_wait also sleeps on a queue's fd; the thread
+    // wakes the EVD whenever it may have consumed the fd's signal.
     struct WatchedCq {
-        fid_cq *cq;
         kit::Evd *evd;
-        bool signaled;
+        int fd;               // its wait fd in poll_fd_, or -1: none, always pending
+        bool pending;         // in pending_: may hold completions nobody was woken for
+        std::uint64_t kicked; // the round whose progress it last had
     };
-    std::vector<WatchedCq> cqs_;
-    void kick_progress(); // cm_mu_ held
+    // Keyed by queue: the key is what poll_fd_ reports, and a queue closed
+    // meanwhile is simply not found.
+    std::unordered_map<fid_cq *, WatchedCq> cqs_;
+    std::vector<fid_cq *> pending_; // the thread looks at these every round
+    std::uint64_t round_ = 0;
+    // Starts watching `cq` for `evd`, or makes an existing one's completions
+    // wake `evd`; cm_mu_ not held.
+    DAT_RETURN watch_cq(fid_cq *cq, kit::Evd *evd);
+    void unwatch_cq(fid_cq *cq); // cm_mu_ not held; before fi_close
+    // Drives progress on `cq` once this round and makes it pending (cm_mu_
+    // held); its record, if watched.
+    WatchedCq *kick_progress(fid_cq *cq);
 
     // An EP that takes its receives from an SRQ (libfabric shared receive
     // context) binds FI_RECV to a queue of its own: libfabric's completions
@@ -233,6 +257,9 @@ struct OfiEp {
     kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
     bool shutdown_sent = false;
     fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue)
+    // The queues `ep` is bound to: the CM thread drives them while it is connected.
+    fid_cq *send_cq = nullptr;
+    fid_cq *recv_cq = nullptr;
     std::atomic<bool> break_requested{false}; // ep_break: the CM thread breaks the connection
 };
 
@@ -240,6 +267,7 @@ struct OfiPsp {
     kit::Psp *owner = nullptr;
     std::uint64_t id = 0;
     fid_pep *pep = nullptr;
+    DAT_CONN_QUAL conn_qual = 0; // requests naming another one are refused (refuse_other_qual)
 };
 
 } // namespace dat2::ofi

@@ -5,6 +5,10 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 namespace dat2::ofi {
@@ -28,23 +32,75 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
         DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", ia_.name.c_str(), attr.size, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
     }
-    evd.cq = cq;
-    {
-        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-        cqs_.push_back({cq, &evd, false});
+    if (DAT_RETURN r = watch_cq(cq, &evd)) {
+        fi_close(&cq->fid);
+        return r;
     }
-    kit::signal_fd(wake_fd_); // the CM thread watches it from now on
+    evd.cq = cq;
     return DAT_SUCCESS;
 }
 
 void OfiTransport::cq_close(kit::Evd &evd) {
     if (evd.cq) {
-        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-        cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.cq == cq_ptr(evd); }),
-                   cqs_.end());
+        unwatch_cq(cq_ptr(evd));
         fi_close(&cq_ptr(evd)->fid);
     }
     evd.cq = nullptr;
+}
+
+DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+    auto found = cqs_.find(cq);
+    if (found != cqs_.end()) {
+        found->second.evd = evd;
+        return DAT_SUCCESS;
+    }
+    int fd = -1;
+    if (fi_control(&cq->fid, FI_GETWAIT, &fd) != 0)
+        fd = -1;
+    WatchedCq *record;
+    try {
+        // pending_ never grows in the CM thread, where an allocation that
+        // fails has no caller to report to.
+        if (pending_.capacity() < cqs_.size() + 1)
+            pending_.reserve(2 * (cqs_.size() + 1));
+        record = &cqs_.emplace(cq, WatchedCq{evd, fd, false, 0}).first->second;
+    } catch (const std::bad_alloc &) {
+        DAT2_ERR("%s: no memory to watch a completion queue\n", ia_.name.c_str());
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    if (fd >= 0) {
+        // A new queue is empty and its fd unsignaled: it can join the set
+        // without a fi_trywait, and the thread need not be woken for it.
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = cq;
+        if (::epoll_ctl(poll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            const int err = errno;
+            DAT2_ERR("%s: watching a completion queue (fd %d): epoll_ctl: %s\n", ia_.name.c_str(), fd,
+                     std::strerror(err));
+            cqs_.erase(cq);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+        }
+    } else {
+        // No fd to wait on: the thread looks at the queue every round.
+        record->pending = true;
+        pending_.push_back(cq);
+        kit::signal_fd(wake_fd_);
+    }
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::unwatch_cq(fid_cq *cq) {
+    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+    auto found = cqs_.find(cq);
+    if (found == cqs_.end())
+        return;
+    if (found->second.fd >= 0)
+        ::epoll_ctl(poll_fd_, EPOLL_CTL_DEL, found->second.fd, nullptr);
+    if (found->second.pending)
+        pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
+    cqs_.erase(found);
 }
 
 int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {

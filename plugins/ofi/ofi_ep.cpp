@@ -11,6 +11,10 @@
 
 #include <arpa/inet.h>
 #include <cstring>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace dat2::ofi {
@@ -40,13 +44,19 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
             DAT2_ERR("%s: receive queue of an EP with an SRQ: fi_cq_open: %s\n", ia_.name.c_str(), fi_text(rc));
             return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
+        if (DAT_RETURN r = watch_cq(srq_cq, ep.recv_evd)) {
+            fi_close(&srq_cq->fid);
+            return r;
+        }
     }
     OfiEp *oep;
     try {
         oep = new OfiEp;
     } catch (...) {
-        if (srq_cq)
+        if (srq_cq) {
+            unwatch_cq(srq_cq);
             fi_close(&srq_cq->fid);
+        }
         throw;
     }
     oep->owner = &ep;
@@ -56,8 +66,6 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
         std::lock_guard<std::recursive_mutex> lock(cm_mu_);
         oep->id = next_id_++;
         eps_[oep->id] = oep;
-        if (srq_cq)
-            cqs_.push_back({srq_cq, ep.recv_evd, false});
     }
     if (srq_cq) {
         {
@@ -65,7 +73,6 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep) {
             srq_queues_.push_back({srq_cq, &ep, ep.recv_evd});
         }
         srq_queue_count_.fetch_add(1, std::memory_order_release);
-        kit::signal_fd(wake_fd_); // the CM thread watches the queue from now on
     }
     return DAT_SUCCESS;
 }
@@ -74,11 +81,7 @@ void OfiTransport::close_srq_queue(OfiEp &oep) {
     fid_cq *cq = oep.srq_cq;
     if (!cq)
         return;
-    {
-        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-        cqs_.erase(std::remove_if(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.cq == cq; }),
-                   cqs_.end());
-    }
+    unwatch_cq(cq);
     {
         std::lock_guard<std::mutex> lock(srq_queues_mu_);
         srq_queues_.erase(std::remove_if(srq_queues_.begin(), srq_queues_.end(),
@@ -160,12 +163,12 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     oep.ep = fep;
+    oep.send_cq = cq_of(ep.request_evd);
+    oep.recv_cq = oep.srq_cq ? oep.srq_cq : cq_of(ep.recv_evd);
     if (oep.srq_cq) {
         // Its receives complete on the recv EVD it has now (dat_ep_modify may
         // have changed it since the EP was created).
-        for (WatchedCq &w : cqs_)
-            if (w.cq == oep.srq_cq)
-                w.evd = ep.recv_evd;
+        watch_cq(oep.srq_cq, ep.recv_evd); // watched already: cannot fail
         std::lock_guard<std::mutex> lock(srq_queues_mu_);
         for (SrqQueue &q : srq_queues_)
             if (q.cq == oep.srq_cq)
@@ -189,10 +192,7 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
 
 DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                                  std::size_t pdata_len, DAT_TIMEOUT timeout) {
-    std::uint16_t port = 0;
-    if (DAT_RETURN r = kit::qual_to_port(ia_.name, qual, DAT_INVALID_ARG3, port))
-        return r;
-    sockaddr_storage dest = kit::with_port(addr, port);
+    sockaddr_storage dest = kit::with_port(addr, kit::port_of_qual(qual));
     fi_info *hints = fi_dupinfo(info_);
     if (!hints)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -218,7 +218,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     unsigned char buf[512];
-    std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf);
+    std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf, qual);
     std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r = make_endpoint(oep, cinfo);
@@ -264,10 +264,7 @@ DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool graceful) {
 }
 
 DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
-    std::uint16_t port = 0;
-    if (qual)
-        if (DAT_RETURN r = kit::qual_to_port(ia_.name, *qual, DAT_INVALID_ARG2, port))
-            return r;
+    const std::uint16_t port = qual ? kit::port_of_qual(*qual) : 0;
     fi_info *hints = fi_dupinfo(info_);
     if (!hints)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -311,16 +308,32 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
         delete opsp;
         return rc == -FI_EADDRINUSE ? DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0) : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    sockaddr_storage bound{};
-    std::size_t blen = sizeof bound;
-    if (fi_getname(&opsp->pep->fid, &bound, &blen) == 0) {
-        *assigned = port_of(bound);
-    } else if (qual) {
+    // The consumer's qualifier as given (not its port); the port the
+    // provider chose for "any" (or for qualifier 0).
+    if (qual && port) {
         *assigned = *qual;
+    } else {
+        sockaddr_storage bound{};
+        std::size_t blen = sizeof bound;
+        if (fi_getname(&opsp->pep->fid, &bound, &blen) == 0)
+            *assigned = port_of(bound);
     }
+    opsp->conn_qual = *assigned;
     psps_[opsp->id] = opsp;
     psp.tp = opsp;
     return DAT_SUCCESS;
+}
+
+void OfiTransport::refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked) {
+    DAT2_LOG(log::kGeneric,
+             "%s: connection request for qualifier %llu refused: port %u serves qualifier %llu, which shares it\n",
+             ia_.name.c_str(), static_cast<unsigned long long>(asked), unsigned(kit::port_of_qual(asked)),
+             static_cast<unsigned long long>(opsp.conn_qual));
+    // No CM data: the client sees what a port nobody listens on gives
+    // (NON_PEER_REJECTED, handle_cm_error); nobody listens on its qualifier.
+    if (int rc = fi_reject(opsp.pep, info->handle, nullptr, 0))
+        DAT2_LOG(log::kGeneric, "%s: fi_reject: %s\n", ia_.name.c_str(), fi_text(rc));
+    fi_freeinfo(info);
 }
 
 void OfiTransport::psp_close(kit::Psp &psp) {
@@ -499,6 +512,91 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     DAT2_ERR("%s: posting a DTO: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(rc)));
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+// ---- link loss ------------------------------------------------------------------
+
+namespace {
+
+bool same_address(const sockaddr_storage &a, const sockaddr_storage &b) {
+    if (a.ss_family != b.ss_family)
+        return false;
+    if (a.ss_family == AF_INET) {
+        const auto &x = reinterpret_cast<const sockaddr_in &>(a);
+        const auto &y = reinterpret_cast<const sockaddr_in &>(b);
+        return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    if (a.ss_family == AF_INET6) {
+        const auto &x = reinterpret_cast<const sockaddr_in6 &>(a);
+        const auto &y = reinterpret_cast<const sockaddr_in6 &>(b);
+        return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+    }
+    return false;
+}
+
+// The descriptor of this process's TCP socket connected from `local` to
+// `peer`, or -1. Within a network namespace no other TCP socket has that
+// pair of addresses.
+int tcp_socket_of(const sockaddr_storage &local, const sockaddr_storage &peer) {
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return -1;
+    int found = -1;
+    while (dirent *e = readdir(dir)) {
+        char *end = nullptr;
+        long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end || fd == dirfd(dir))
+            continue;
+        int type = 0;
+        socklen_t tlen = sizeof type;
+        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+            continue;
+        sockaddr_storage a{};
+        socklen_t alen = sizeof a;
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !same_address(a, local))
+            continue;
+        alen = sizeof a;
+        if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !same_address(a, peer))
+            continue;
+        found = static_cast<int>(fd);
+        break;
+    }
+    closedir(dir);
+    return found;
+}
+
+} // namespace
+
+// A dead link is noticed by TCP alone: with data in flight after
+// net.ipv4.tcp_retries2 retransmissions (~15 min by default), with nothing
+// in flight never (libfabric's tcp provider sets no SO_KEEPALIVE). libfabric
+// 1.17 has neither a variable for either nor a way to reach the endpoint's
+// socket, so the socket is found by its addresses. The caller holds cm_mu_,
+// under which the endpoint (and so its socket) cannot be closed: the
+// descriptor found cannot be reused for another socket meanwhile.
+//
+// TCP_USER_TIMEOUT ends the connection once sent data stayed unacknowledged
+// for `ms`; keepalive probes (after ms/2 idle, then every max(1 s, ms/10))
+// give a side with nothing in flight something to be unacknowledged, and the
+// user timeout decides there too. So a side notices within about
+// ms + max(1 s, ms/10) of the link's loss, and a shorter outage is ridden out
+// by retransmission.
+bool bound_link_timeout(fid_ep *ep, unsigned ms) {
+    sockaddr_storage local{}, peer{};
+    std::size_t llen = sizeof local, plen = sizeof peer;
+    if (fi_getname(&ep->fid, &local, &llen) != 0 || fi_getpeer(ep, &peer, &plen) != 0)
+        return false;
+    int fd = tcp_socket_of(local, peer);
+    if (fd < 0)
+        return false;
+    const int user_timeout = static_cast<int>(ms);
+    const int on = 1;
+    const int idle_s = std::max(1, user_timeout / 2000);
+    const int interval_s = std::max(1, user_timeout / 10000);
+    return setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) == 0 &&
+           setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) == 0 &&
+           setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) == 0 &&
+           setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0;
 }
 
 } // namespace dat2::ofi

@@ -8,12 +8,15 @@
 
 #include <arpa/inet.h>
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <netdb.h>
 #include <poll.h>
 #include <sstream>
 #include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -107,8 +110,20 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
             out.domain = value;
         else if (key == "fabric")
             out.fabric = value;
-        else {
-            error = "unknown key '" + key + "' (known: provider, address, domain, fabric)";
+        else if (key == "link_timeout_ms") {
+            // TCP_USER_TIMEOUT takes an unsigned int of milliseconds; past an
+            // hour the kernel's own retransmission limit comes first anyway.
+            char *end = nullptr;
+            errno = 0;
+            unsigned long ms = std::strtoul(value.c_str(), &end, 10);
+            if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno ||
+                ms < 1 || ms > 3'600'000) {
+                error = "link_timeout_ms=" + value + ": not a number of milliseconds from 1 to 3600000";
+                return false;
+            }
+            out.link_timeout_ms = static_cast<unsigned>(ms);
+        } else {
+            error = "unknown key '" + key + "' (known: provider, address, domain, fabric, link_timeout_ms)";
             return false;
         }
     }
@@ -197,6 +212,20 @@ DAT_RETURN OfiTransport::open() {
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    poll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (poll_fd_ < 0) {
+        DAT2_ERR("%s: epoll_create1: %s\n", name, std::strerror(errno));
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    }
+    for (int fd : {eq_fd_, wake_fd_}) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = nullptr; // not a completion queue
+        if (::epoll_ctl(poll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            DAT2_ERR("%s: epoll_ctl(fd %d): %s\n", name, fd, std::strerror(errno));
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        }
+    }
     // How much CM data the provider carries (tcp 256 B, verbs far less):
     // libfabric reports it per endpoint, so ask a passive one.
     std::size_t cm_data_size = 0;
@@ -269,6 +298,8 @@ OfiTransport::~OfiTransport() {
         fi_freeinfo(info_);
     if (wake_fd_ >= 0)
         ::close(wake_fd_);
+    if (poll_fd_ >= 0)
+        ::close(poll_fd_);
 }
 
 void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
@@ -308,13 +339,8 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
 
 void OfiTransport::cm_loop() {
     alignas(fi_eq_cm_entry) unsigned char buf[sizeof(fi_eq_cm_entry) + 512];
-    // Reused every round: the thread wakes every millisecond while
-    // endpoints are connected and should not allocate each time.
-    std::vector<pollfd> fds;
-    std::vector<kit::Evd *> polled; // the EVD of fds[2 + i]
+    epoll_event ready[64];
     for (;;) {
-        fds.assign({{eq_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}});
-        polled.clear();
         int timeout_ms = -1;
         bool busy = false;
         {
@@ -326,44 +352,51 @@ void OfiTransport::cm_loop() {
                 // drive progress at least every millisecond.
                 busy = busy || oep->ep != nullptr;
             }
-            for (WatchedCq &w : cqs_) {
-                int fd = -1;
-                fid *f = &w.cq->fid;
-                if (fi_control(f, FI_GETWAIT, &fd) == 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
-                    fds.push_back({fd, POLLIN, 0});
-                    polled.push_back(w.evd);
-                    w.signaled = false;
+            // Queues seen with work: once empty (fi_trywait), their fd in
+            // poll_fd_ tells when that changes; until then, keep driving them.
+            for (std::size_t i = 0; i < pending_.size();) {
+                fid_cq *cq = pending_[i];
+                auto found = cqs_.find(cq);
+                fid *f = &cq->fid;
+                if (found == cqs_.end() ||
+                    (found->second.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS)) {
+                    if (found != cqs_.end())
+                        found->second.pending = false;
+                    pending_[i] = pending_.back();
+                    pending_.pop_back();
                     continue;
                 }
-                // Completions (or provider work) are queued: wake the EVD once
-                // per round, and keep driving progress.
+                // Completions are queued, and fi_trywait cleared the fd's
+                // signal that a consumer in dat_evd_wait may sleep on: wake it.
                 busy = true;
-                if (!w.signaled) {
-                    w.signaled = true;
-                    kit::evd_wake(*w.evd);
-                }
+                kit::evd_wake(*found->second.evd);
+                ++i;
             }
         }
         if (busy)
             timeout_ms = kit::min_poll_ms(timeout_ms, 1);
         fid *fids[1] = {&eq_->fid};
-        int ready = 0;
+        int nready = 0;
         if (fi_trywait(fabric_, fids, 1) == FI_SUCCESS)
-            ready = ::poll(fds.data(), fds.size(), timeout_ms);
+            nready = std::max(0, ::epoll_wait(poll_fd_, ready, 64, timeout_ms));
         {
             std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-            kick_progress();
-            if (ready == 0)
-                for (WatchedCq &w : cqs_)
-                    w.signaled = false; // a quiet round passed: wake again next time
-            for (std::size_t i = 2; ready > 0 && i < fds.size(); ++i) {
-                if (!(fds[i].revents & POLLIN))
-                    continue;
-                kit::Evd *evd = polled[i - 2];
-                bool live = std::any_of(cqs_.begin(), cqs_.end(), [&](const WatchedCq &w) { return w.evd == evd; });
-                if (live)
-                    kit::evd_wake(*evd);
+            ++round_;
+            for (int i = 0; i < nready; ++i) {
+                auto *cq = static_cast<fid_cq *>(ready[i].data.ptr);
+                if (!cq)
+                    continue; // the event queue or wake_fd_: handled below
+                if (WatchedCq *w = kick_progress(cq)) // else closed since epoll_wait returned
+                    kit::evd_wake(*w->evd);
             }
+            for (std::size_t i = 0; i < pending_.size(); ++i)
+                kick_progress(pending_[i]);
+            if (busy)
+                for (auto &[id, oep] : eps_)
+                    if (oep->ep) {
+                        kick_progress(oep->send_cq);
+                        kick_progress(oep->recv_cq);
+                    }
         }
         kit::drain_fd(wake_fd_);
         if (stopping_)
@@ -387,13 +420,25 @@ void OfiTransport::cm_loop() {
     }
 }
 
-void OfiTransport::kick_progress() {
-    // A zero-entry read runs the provider's progress without taking any
-    // completion away from the consumer.
-    for (WatchedCq &w : cqs_) {
+OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
+    auto found = cqs_.find(cq);
+    if (found == cqs_.end())
+        return nullptr;
+    WatchedCq &w = found->second;
+    if (w.kicked != round_) {
+        w.kicked = round_;
+        // A zero-entry read runs the provider's progress without taking any
+        // completion away from the consumer.
         fi_cq_msg_entry none;
-        fi_cq_read(w.cq, &none, 0);
+        fi_cq_read(cq, &none, 0);
     }
+    // Progress may have queued completions and consumed the fd's signal that
+    // announced them (tcp resets it as it goes): the next round looks.
+    if (!w.pending) {
+        w.pending = true;
+        pending_.push_back(cq); // capacity reserved by watch_cq
+    }
+    return &w;
 }
 
 void OfiTransport::check_deadlines() {
@@ -449,7 +494,8 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
     auto *entry = static_cast<fi_eq_cm_entry *>(buf);
     const unsigned char *pdata = nullptr;
     std::size_t pdata_len = 0;
-    cm_event_pdata(entry, len, 0, pdata, pdata_len);
+    DAT_CONN_QUAL asked = 0; // what a connection request names
+    const bool framed = cm_event_pdata(entry, len, 0, pdata, pdata_len, &asked);
     std::lock_guard<std::recursive_mutex> lock(cm_mu_);
     switch (event) {
     case FI_CONNREQ: {
@@ -459,6 +505,10 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
                 opsp = p;
         if (!opsp) {
             fi_freeinfo(entry->info);
+            return;
+        }
+        if (framed && asked != opsp->conn_qual) {
+            refuse_other_qual(*opsp, entry->info, asked);
             return;
         }
         const sockaddr *remote = static_cast<const sockaddr *>(entry->info->dest_addr);
@@ -473,6 +523,10 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
             std::size_t llen = sizeof local;
             if (oep->ep && fi_getname(&oep->ep->fid, &local, &llen) == 0)
                 oep->owner->local_port = kit::port_of(local);
+            if (params_.link_timeout_ms && oep->ep && !bound_link_timeout(oep->ep, params_.link_timeout_ms))
+                DAT2_ERR("%s: link_timeout_ms has no effect on EP %p: provider '%s' shows no TCP socket of "
+                         "its connection\n",
+                         ia_.name.c_str(), (void *)oep->owner, params_.provider.c_str());
             kit::on_established(*oep->owner, pdata, pdata_len);
         }
         return;

@@ -263,10 +263,9 @@ void VerbsTransport::ep_reset(kit::Ep &ep) {
 
 DAT_RETURN VerbsTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                                    std::size_t pdata_len, DAT_TIMEOUT timeout) {
-    std::uint16_t port = 0;
-    if (DAT_RETURN r = kit::qual_to_port(ia_.name, qual, DAT_INVALID_ARG3, port))
-        return r;
-    sockaddr_storage dest = kit::with_port(addr, port);
+    // rdma_cm's private data has no room for the qualifier: a connect to
+    // one reaches whatever listens on its port (kit::port_of_qual), as OFED's.
+    sockaddr_storage dest = kit::with_port(addr, kit::port_of_qual(qual));
     const sockaddr *src = addr->sa_family == addr_.ss_family ? address() : nullptr;
     VerbsEp &vep = vep_of(ep);
     rdma_cm_id *id = nullptr;
@@ -482,10 +481,7 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
 // ---- passive side -------------------------------------------------------------------------
 
 DAT_RETURN VerbsTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
-    std::uint16_t port = 0;
-    if (qual)
-        if (DAT_RETURN r = kit::qual_to_port(ia_.name, *qual, DAT_INVALID_ARG2, port))
-            return r;
+    const std::uint16_t port = qual ? kit::port_of_qual(*qual) : 0;
     sockaddr_storage local = addr_;
     set_port(local, port);
     auto *vpsp = new VerbsPsp;
@@ -506,7 +502,8 @@ DAT_RETURN VerbsTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DA
                     vpsp->id = id;
                     psps_[vpsp->key] = vpsp;
                     psp.tp = vpsp;
-                    *assigned = ntohs(rdma_get_src_port(id));
+                    // The consumer's qualifier as given; the port chosen for "any".
+                    *assigned = qual && port ? *qual : ntohs(rdma_get_src_port(id));
                     return DAT_SUCCESS;
                 }
             }

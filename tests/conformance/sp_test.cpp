@@ -260,6 +260,141 @@ TEST_P(SpTest, HandoffMovesTheRequestToAnotherServicePoint) {
     EXPECT_DAT_OK(dat_evd_free(other_evd));
 }
 
+// ---- 64-bit connection qualifiers -------------------------------------------------------
+// DAT_CONN_QUAL has 64 bits; IP transports listen on ports. Qualifiers above
+// 65535 fold onto ports 33534..65534 as OFED's cma provider folds them
+// (plugins/*/README.md): those that differ by a multiple of 32001 share a
+// port, and the plain port number is a third qualifier for it.
+constexpr DAT_CONN_QUAL kFoldModulus = 32001, kFoldBase = 65535 - kFoldModulus;
+
+class QualTest : public SpTest {
+protected:
+    // `create(q)` on a qualifier above 65535 whose port was free a moment
+    // ago, retried while a parallel process takes the port; the qualifier
+    // on success, 0 (test failed) otherwise.
+    template <class Create> DAT_CONN_QUAL listen_above_16_bits(Create create) {
+        DAT_RETURN r = DAT_CONN_QUAL_IN_USE;
+        for (DAT_CONN_QUAL k = 0x2545F491; k < 0x2545F491 + 8 && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE; ++k) {
+            const DAT_CONN_QUAL port = unused_conn_qual();
+            if (port < kFoldBase)
+                continue; // no qualifier above 65535 folds onto it
+            const DAT_CONN_QUAL q = port - kFoldBase + kFoldModulus * k; // ~2^45: high bits set
+            if ((r = create(q)) == DAT_SUCCESS)
+                return q;
+        }
+        ADD_FAILURE() << "no qualifier above 65535 could listen: " << ret_text(r);
+        return 0;
+    }
+    static DAT_CONN_QUAL port_of(DAT_CONN_QUAL q) { return q % kFoldModulus + kFoldBase; }
+};
+
+TEST_P(QualTest, PspAbove16BitsAcceptsConnectionsToItsQualifierAndReportsIt) {
+    DAT_PSP_HANDLE big = DAT_HANDLE_NULL;
+    const DAT_CONN_QUAL q = listen_above_16_bits(
+        [&](DAT_CONN_QUAL c) { return dat_psp_create(server.ia.ia, c, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &big); });
+    ASSERT_GT(q, 0xffffu);
+    DAT_PSP_PARAM pp{};
+    ASSERT_DAT_OK(dat_psp_query(big, DAT_PSP_FIELD_CONN_QUAL, &pp));
+    EXPECT_EQ(pp.conn_qual, q) << "dat_psp_query reports the qualifier given, not its port";
+    DAT_EVENT ev{};
+    DAT_CR_HANDLE cr = request_to(q, &ev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle, big);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.conn_qual, q);
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr));
+    DAT_EP_PARAM c{};
+    ASSERT_DAT_OK(dat_ep_query(client.ep, DAT_EP_FIELD_REMOTE_PORT_QUAL, &c));
+    EXPECT_EQ(c.remote_port_qual, q) << "dat_ep_query reports the qualifier connected to, not its port";
+    disconnect_pair(client);
+    EXPECT_DAT_OK(dat_psp_free(big));
+}
+
+TEST_P(QualTest, RspAbove16BitsAcceptsTheConnectionToItsQualifierAndReportsIt) {
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    const DAT_CONN_QUAL q = listen_above_16_bits(
+        [&](DAT_CONN_QUAL c) { return dat_rsp_create(server.ia.ia, c, server.ep, server.cr_evd, &rsp); });
+    ASSERT_GT(q, 0xffffu);
+    DAT_RSP_PARAM rp{};
+    ASSERT_DAT_OK(dat_rsp_query(rsp, DAT_RSP_FIELD_CONN_QUAL, &rp));
+    EXPECT_EQ(rp.conn_qual, q);
+    DAT_EVENT ev{};
+    DAT_CR_HANDLE cr = request_to(q, &ev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.conn_qual, q);
+    EXPECT_EQ(local_ep_of(cr), server.ep);
+    ASSERT_DAT_OK(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr));
+    expect_established(server.conn_evd);
+    DAT_EP_PARAM c{};
+    ASSERT_DAT_OK(dat_ep_query(client.ep, DAT_EP_FIELD_REMOTE_PORT_QUAL, &c));
+    EXPECT_EQ(c.remote_port_qual, q);
+    EXPECT_DAT_OK(dat_rsp_free(rsp));
+    disconnect_pair(client);
+}
+
+// Only where the transport carries the qualifier (libfabric: our CM header);
+// rdma_cm has no room for it, and a request reaches the listener of its port
+// as with OFED (tests/vm/verbs-suite.sh lists this test).
+TEST_P(QualTest, ConnectToAnotherQualifierOfAListenersPortIsNonPeerRejected) {
+    DAT_PSP_HANDLE big = DAT_HANDLE_NULL;
+    const DAT_CONN_QUAL q = listen_above_16_bits(
+        [&](DAT_CONN_QUAL c) { return dat_psp_create(server.ia.ia, c, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &big); });
+    ASSERT_GT(q, 0xffffu);
+    // Other high bits, and the plain port number: both name the port q listens on.
+    for (DAT_CONN_QUAL other : {q + kFoldModulus * 0x10000, port_of(q)}) {
+        SCOPED_TRACE("connect to " + std::to_string(other) + ", listener on " + std::to_string(q));
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&ep, client.recv_evd, client.req_evd, client.conn_evd));
+        ASSERT_DAT_OK(connect_ep(ep, server_addr.ptr(), other));
+        // Nobody listens on that qualifier: no request reaches the server, and
+        // the client sees what a qualifier without listener gives.
+        DAT_EVENT ev{};
+        const bool quiet = no_event(server.cr_evd);
+        EXPECT_TRUE(quiet) << "a request for another qualifier reached the listener";
+        if (quiet) {
+            EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev));
+            EXPECT_EQ(ep_state(ep), DAT_EP_STATE_DISCONNECTED);
+        }
+        EXPECT_DAT_OK(dat_ep_free(ep));
+        if (!quiet)
+            break; // the request is the fixture's to clean up
+    }
+    // The listener still serves its own qualifier.
+    DAT_CR_HANDLE cr = request_to(q);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr));
+    disconnect_pair(client);
+    EXPECT_DAT_OK(dat_psp_free(big));
+}
+
+TEST_P(QualTest, ServicePointsWhoseQualifiersShareAPortAreConnQualInUse) {
+    DAT_PSP_HANDLE big = DAT_HANDLE_NULL;
+    const DAT_CONN_QUAL q = listen_above_16_bits(
+        [&](DAT_CONN_QUAL c) { return dat_psp_create(server.ia.ia, c, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &big); });
+    ASSERT_GT(q, 0xffffu);
+    // dat_psp_create(3DAT)/dat_rsp_create(3DAT): DAT_CONN_QUAL_IN_USE -- the
+    // port is the one resource both qualifiers need.
+    DAT_PSP_HANDLE psp2 = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_psp_create(server.ia.ia, q + kFoldModulus, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
+                   DAT_CONN_QUAL_IN_USE, 0);
+    EXPECT_DAT_ERR(dat_psp_create(client.ia.ia, port_of(q), client.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
+                   DAT_CONN_QUAL_IN_USE, 0);
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_rsp_create(server.ia.ia, q - kFoldModulus, server.ep, server.cr_evd, &rsp),
+                   DAT_CONN_QUAL_IN_USE, 0);
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+    // Freed, the port serves another of its qualifiers.
+    ASSERT_DAT_OK(dat_psp_free(big));
+    const DAT_CONN_QUAL q2 = q + 3 * kFoldModulus;
+    DAT_RETURN r = dat_psp_create(server.ia.ia, q2, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2);
+    if (DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE)
+        GTEST_SKIP() << "a parallel process took port " << port_of(q) << " after it was freed";
+    ASSERT_DAT_OK(r);
+    DAT_PSP_PARAM pp{};
+    ASSERT_DAT_OK(dat_psp_query(psp2, DAT_PSP_FIELD_CONN_QUAL, &pp));
+    EXPECT_EQ(pp.conn_qual, q2);
+    EXPECT_DAT_OK(dat_psp_free(psp2));
+}
+
 // ---- Common Service Points -----------------------------------------------------------
 
 TEST_P(SpTest, CommonServicePointAcceptsCommonConnect) {
@@ -321,3 +456,4 @@ TEST_P(SpTest, CommonServicePointArgumentsAreChecked) {
 } // namespace
 
 INSTANTIATE_OVER_IAS(SpTest);
+INSTANTIATE_OVER_IAS(QualTest);
