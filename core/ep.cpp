@@ -82,8 +82,8 @@ DAT_EP_ATTR default_attr(const Ia &ia) {
     a.qos = DAT_QOS_BEST_EFFORT;
     a.recv_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
     a.request_completion_flags = DAT_COMPLETION_DEFAULT_FLAG;
-    a.max_recv_dtos = kDefaultDtos;
-    a.max_request_dtos = kDefaultDtos;
+    a.max_recv_dtos = std::min(kDefaultDtos, ia.max_dtos);
+    a.max_request_dtos = std::min(kDefaultDtos, ia.max_dtos);
     a.max_recv_iov = a.max_request_iov = a.max_rdma_read_iov = a.max_rdma_write_iov = std::min(4, ia.max_iov);
     a.max_rdma_read_in = 8;
     a.max_rdma_read_out = 8;
@@ -97,7 +97,7 @@ DAT_RETURN check_attr(const Ia &ia, const DAT_EP_ATTR &a, int arg) {
     auto within = [](DAT_COUNT v, DAT_COUNT max) { return v >= 0 && v <= max; };
     if (a.service_type != DAT_SERVICE_TYPE_RC)
         return invalid_arg(arg);
-    if (!within(a.max_recv_dtos, kMaxDtos) || !within(a.max_request_dtos, kMaxDtos))
+    if (!within(a.max_recv_dtos, ia.max_dtos) || !within(a.max_request_dtos, ia.max_dtos))
         return invalid_arg(arg);
     if (!within(a.max_recv_iov, ia.max_iov) || !within(a.max_request_iov, ia.max_iov) ||
         !within(a.max_rdma_read_iov, ia.max_iov) || !within(a.max_rdma_write_iov, ia.max_iov))

@@ -174,6 +174,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         ia_out.max_lmrs = kMaxLmrs - 1;
         ia_out.max_pzs = ia->max_pzs;
         ia_out.max_eps = ia->max_eps;
+        ia_out.max_dto_per_ep = ia->max_dtos;
         ia_out.max_rmrs = 0;
         // SRQs (core/srq.cpp) where the transport shares receive contexts; it
         // may lower max_srqs in query().

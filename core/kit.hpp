@@ -307,6 +307,7 @@ struct Ia : ObjectHeader {
     std::unique_ptr<Transport> transport;
     DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
+    DAT_COUNT max_dtos = kMaxDtos;                // max_recv_dtos, max_request_dtos of an EP, ditto
     DAT_COUNT max_srq_recvs = 0; // receives one SRQ can hold; 0: no SRQs (set by the transport)
     // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
     // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces

@@ -19,6 +19,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <atomic>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -42,20 +43,32 @@ bool parse_params(const std::string &text, Params &out, std::string &error);
 
 // Private data framing (CmKind, frame_cm_data, unframe_cm_data): verbs_cm_data.hpp.
 
-// A completion queue behind a DTO EVD, with its own completion channel so
-// that each EVD has an fd to block on.
+// One ibv_cq of a DTO EVD.
+struct CqPart {
+    ibv_cq *cq = nullptr;
+    int committed = 0; // work requests the QPs on this CQ may have outstanding
+};
+
+// The completion queues behind a DTO EVD, with its own completion channel
+// so that each EVD has an fd to block on. A CQ holds at most the device's
+// max_cqe completions and must hold all its QPs can have outstanding (an
+// overrun breaks every QP on it): when the EPs on the EVD need more, the
+// EVD gets another CQ on the same channel (cq_commit), so that how many
+// EPs an EVD serves is not bounded by max_cqe.
 struct VerbsCq {
     kit::Evd *evd = nullptr;
-    ibv_cq *cq = nullptr;
     ibv_comp_channel *channel = nullptr;
-    std::mutex mu; // poll, arm, resize (dat_evd_wait arms without the EVD's lock)
+    std::mutex mu; // poll, arm, resize, parts (dat_evd_wait arms without the EVD's lock)
+    // parts[0] is made with the EVD; never shrinks until the EVD goes
+    // (deque: an EP keeps a pointer to the part its QP uses).
+    std::deque<CqPart> parts;
+    std::size_t next_part = 0; // where cq_read starts polling, so that no part starves
     // Completions polled while arming (to close the race between the last
-    // empty poll and the notification request): read before the CQ.
+    // empty poll and the notification request): read before the CQs.
     static constexpr int kStash = 32;
     ibv_wc stash[kStash];
     int stash_head = 0, stash_count = 0;
-    bool armed = false;
-    int committed = 0; // work requests the QPs on this CQ may have outstanding
+    bool armed = false; // every part is
 };
 
 struct VerbsEp;
@@ -151,7 +164,10 @@ private:
     void pd_release(kit::Pz *pz);
     ibv_pd *pd_of(kit::Pz *pz); // held by a user already
     VerbsCq *cq_of(kit::Evd *evd) { return evd && evd->cq ? static_cast<VerbsCq *>(evd->cq) : null_cq_; }
-    bool cq_commit(VerbsCq &cq, int depth); // more room for `depth` work requests
+    // Room for `depth` more work requests in one of the EVD's CQs (grown or
+    // added as needed): that CQ, or null when the device has no more.
+    CqPart *cq_commit(VerbsCq &cq, int depth);
+    void cq_uncommit(VerbsCq &cq, CqPart *part, int depth);
     int translate(const ibv_wc &wc, kit::Completion &out);
 
     std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id
@@ -210,6 +226,8 @@ struct VerbsEp {
     kit::Evd *qp_request_evd = nullptr, *qp_recv_evd = nullptr;
     kit::Pz *qp_pz = nullptr;
     VerbsCq *send_cq = nullptr, *recv_cq = nullptr;
+    CqPart *send_part = nullptr, *recv_part = nullptr; // the CQs of send_cq and recv_cq the QP uses
+    std::vector<std::uint32_t> qp_nums; // its entries in qp_eps_ (one per QP it had)
     int send_depth = 0, recv_depth = 0;
     std::uint32_t max_inline = 0;
     std::uint8_t responder_resources = 0, initiator_depth = 0;

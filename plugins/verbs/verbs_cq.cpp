@@ -39,13 +39,14 @@ DAT_RETURN VerbsTransport::cq_open(kit::Evd &evd) {
     // Grows with the EPs that use it (cq_commit): a CQ that overruns breaks
     // every QP on it, so it is never smaller than what they can have posted.
     const int size = std::min(dev_attr_.max_cqe, std::max(256, static_cast<int>(evd.qlen)));
-    c->cq = ibv_create_cq(ctx_, size, c, c->channel, 0);
-    if (!c->cq) {
+    ibv_cq *cq = ibv_create_cq(ctx_, size, c, c->channel, 0);
+    if (!cq) {
         DAT2_ERR("%s: ibv_create_cq(%d): %s\n", ia_.name.c_str(), size, std::strerror(errno));
         ibv_destroy_comp_channel(c->channel);
         delete c;
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     }
+    c->parts.push_back(CqPart{cq, 0});
     evd.cq = c;
     return DAT_SUCCESS;
 }
@@ -67,40 +68,73 @@ void VerbsTransport::cq_close(kit::Evd &evd) {
         std::lock_guard<std::mutex> lock(c->mu);
         ibv_cq *ev_cq;
         void *ev_ctx;
-        unsigned events = 0;
         while (ibv_get_cq_event(c->channel, &ev_cq, &ev_ctx) == 0)
-            ++events;
-        if (events)
-            ibv_ack_cq_events(c->cq, events);
+            ibv_ack_cq_events(ev_cq, 1);
     }
-    if (int rc = ibv_destroy_cq(c->cq))
-        DAT2_ERR("%s: ibv_destroy_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
+    for (CqPart &p : c->parts)
+        if (int rc = ibv_destroy_cq(p.cq))
+            DAT2_ERR("%s: ibv_destroy_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
     ibv_destroy_comp_channel(c->channel);
     delete c;
     evd.cq = nullptr;
 }
 
-bool VerbsTransport::cq_commit(VerbsCq &c, int depth) {
+CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
     if (&c == null_cq_)
-        return true;
-    std::lock_guard<std::mutex> lock(c.mu);
-    c.committed += depth;
-    if (depth <= 0 || c.committed <= c.cq->cqe)
-        return true;
-    // Room for what is committed, and for the completions of QPs that are
-    // gone but not yet read (a reset EP's flushes): twice as much.
-    const int want = std::min(dev_attr_.max_cqe, std::max(c.committed * 2, c.cq->cqe * 2));
-    if (want >= c.committed) {
-        if (int rc = ibv_resize_cq(c.cq, want); rc == 0)
-            return true;
-        else
-            DAT2_ERR("%s: ibv_resize_cq(%d): %s\n", ia_.name.c_str(), want, std::strerror(rc));
-    } else {
-        DAT2_ERR("%s: EVD %p would need a queue of %d completions, the device allows %d\n", ia_.name.c_str(),
-                 (void *)c.evd, c.committed, dev_attr_.max_cqe);
+        return &c.parts.front();
+    if (depth > dev_attr_.max_cqe) {
+        // ia_.max_dtos keeps every work queue within one CQ.
+        DAT2_ERR("%s: a work queue of %d does not fit a completion queue (the device allows %d)\n",
+                 ia_.name.c_str(), depth, dev_attr_.max_cqe);
+        return nullptr;
     }
-    c.committed -= depth;
-    return false;
+    std::lock_guard<std::mutex> lock(c.mu);
+    for (CqPart &p : c.parts) {
+        if (p.committed + depth <= p.cq->cqe) {
+            p.committed += depth;
+            return &p;
+        }
+    }
+    for (CqPart &p : c.parts) {
+        const int need = p.committed + depth;
+        if (need > dev_attr_.max_cqe)
+            continue;
+        // Room for what is committed, and for the completions of QPs that
+        // are gone but not yet read (a reset EP's flushes): twice as much.
+        const int want = std::min(dev_attr_.max_cqe, std::max(need * 2, p.cq->cqe * 2));
+        if (int rc = ibv_resize_cq(p.cq, want)) {
+            // Some devices cannot resize: another CQ then.
+            DAT2_LOG(log::kGeneric, "%s: ibv_resize_cq(%d): %s\n", ia_.name.c_str(), want, std::strerror(rc));
+            break;
+        }
+        p.committed = need;
+        return &p;
+    }
+    // The EVD's CQs are full: one more on its channel, armed like the others
+    // (a waiter blocked on the channel must hear of its completions).
+    const int size = std::min(dev_attr_.max_cqe, std::max(256, depth * 2));
+    ibv_cq *cq = ibv_create_cq(ctx_, size, &c, c.channel, 0);
+    if (!cq) {
+        DAT2_ERR("%s: EVD %p: another completion queue (%d, for %d work requests beyond the %zu it has): %s\n",
+                 ia_.name.c_str(), (void *)c.evd, size, depth, c.parts.size(), std::strerror(errno));
+        return nullptr;
+    }
+    if (c.armed) {
+        if (int rc = ibv_req_notify_cq(cq, 0)) {
+            DAT2_ERR("%s: ibv_req_notify_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
+            ibv_destroy_cq(cq);
+            return nullptr;
+        }
+    }
+    c.parts.push_back(CqPart{cq, depth});
+    return &c.parts.back();
+}
+
+void VerbsTransport::cq_uncommit(VerbsCq &c, CqPart *part, int depth) {
+    if (&c == null_cq_ || !part)
+        return;
+    std::lock_guard<std::mutex> lock(c.mu);
+    part->committed -= depth;
 }
 
 // One work completion as the kit wants it; 0 for the plugin's own marker.
@@ -182,19 +216,28 @@ int VerbsTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
         n += translate(c.stash[c.stash_head++], out[n]);
         --c.stash_count;
     }
-    while (n < max) {
-        ibv_wc wc[kPollBatch];
-        const int want = std::min(kPollBatch, max - n);
-        const int got = ibv_poll_cq(c.cq, want, wc);
-        if (got < 0) {
-            DAT2_ERR("%s: ibv_poll_cq: %d\n", ia_.name.c_str(), got);
-            break;
+    const std::size_t parts = c.parts.size();
+    std::size_t k = c.next_part;
+    for (std::size_t i = 0; i < parts && n < max; ++i) {
+        ibv_cq *cq = c.parts[k].cq;
+        if (++k == parts)
+            k = 0;
+        while (n < max) {
+            ibv_wc wc[kPollBatch];
+            const int want = std::min(kPollBatch, max - n);
+            const int got = ibv_poll_cq(cq, want, wc);
+            if (got < 0) {
+                DAT2_ERR("%s: ibv_poll_cq: %d\n", ia_.name.c_str(), got);
+                break;
+            }
+            for (int j = 0; j < got; ++j)
+                n += translate(wc[j], out[n]);
+            if (got < want)
+                break;
         }
-        for (int i = 0; i < got; ++i)
-            n += translate(wc[i], out[n]);
-        if (got < want)
-            break;
     }
+    if (parts > 1)
+        c.next_part = (c.next_part + 1) % parts;
     return n;
 }
 
@@ -208,24 +251,30 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
     if (c.armed) {
         ibv_cq *ev_cq;
         void *ev_ctx;
-        unsigned events = 0;
-        while (ibv_get_cq_event(c.channel, &ev_cq, &ev_ctx) == 0)
-            ++events;
-        if (events) {
-            ibv_ack_cq_events(c.cq, events);
-            c.armed = false; // a notification disarms the CQ
+        while (ibv_get_cq_event(c.channel, &ev_cq, &ev_ctx) == 0) {
+            ibv_ack_cq_events(ev_cq, 1);
+            c.armed = false; // a notification disarms its CQ: all are armed again below
         }
     }
     if (c.stash_count > 0)
         return false;
     if (!c.armed) {
-        if (int rc = ibv_req_notify_cq(c.cq, 0)) {
-            DAT2_ERR("%s: ibv_req_notify_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
-            return false; // the kit then polls instead of blocking
+        for (CqPart &p : c.parts) {
+            if (int rc = ibv_req_notify_cq(p.cq, 0)) {
+                DAT2_ERR("%s: ibv_req_notify_cq: %s\n", ia_.name.c_str(), std::strerror(rc));
+                return false; // the kit then polls instead of blocking
+            }
         }
         c.armed = true;
     }
-    const int got = ibv_poll_cq(c.cq, VerbsCq::kStash, c.stash);
+    int got = 0;
+    for (CqPart &p : c.parts) {
+        const int r = ibv_poll_cq(p.cq, VerbsCq::kStash - got, c.stash + got);
+        if (r > 0)
+            got += r;
+        if (got == VerbsCq::kStash)
+            break;
+    }
     if (got > 0) {
         c.stash_head = 0;
         c.stash_count = got;

@@ -60,21 +60,23 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
     // With an SRQ the QP has no receive queue; its share of the SRQ's
     // completions lands in the recv EVD's CQ.
     const int recv_depth = ep.srq ? std::min(ep.srq->max_recv_dtos, 1024) : std::max(1, ep.attr.max_recv_dtos);
-    if (!cq_commit(*scq, send_depth))
+    CqPart *spart = cq_commit(*scq, send_depth);
+    if (!spart)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
-    if (!cq_commit(*rcq, recv_depth)) {
-        cq_commit(*scq, -send_depth);
+    CqPart *rpart = cq_commit(*rcq, recv_depth);
+    if (!rpart) {
+        cq_uncommit(*scq, spart, send_depth);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     }
     ibv_pd *pd = pd_acquire(ep.pz);
     if (!pd) {
-        cq_commit(*scq, -send_depth);
-        cq_commit(*rcq, -recv_depth);
+        cq_uncommit(*scq, spart, send_depth);
+        cq_uncommit(*rcq, rpart, recv_depth);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
     }
     ibv_qp_init_attr a{};
-    a.send_cq = scq->cq;
-    a.recv_cq = rcq->cq;
+    a.send_cq = spart->cq;
+    a.recv_cq = rpart->cq;
     a.cap.max_send_wr = static_cast<std::uint32_t>(send_depth);
     a.cap.max_recv_wr = static_cast<std::uint32_t>(recv_depth);
     a.cap.max_send_sge = static_cast<std::uint32_t>(
@@ -111,20 +113,23 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         DAT2_ERR("%s: %s (send %d x %u, recv %d x %u): %s\n", ia_.name.c_str(), step, send_depth,
                  a.cap.max_send_sge, recv_depth, a.cap.max_recv_sge, std::strerror(err));
         pd_release(ep.pz);
-        cq_commit(*scq, -send_depth);
-        cq_commit(*rcq, -recv_depth);
+        cq_uncommit(*scq, spart, send_depth);
+        cq_uncommit(*rcq, rpart, recv_depth);
         return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
     }
     vep.qp = qp;
     {
         std::lock_guard<std::mutex> lock(qp_eps_mu_);
         qp_eps_[qp->qp_num] = &ep;
+        vep.qp_nums.push_back(qp->qp_num);
     }
     vep.qp_request_evd = ep.request_evd;
     vep.qp_recv_evd = ep.recv_evd;
     vep.qp_pz = ep.pz;
     vep.send_cq = scq;
     vep.recv_cq = rcq;
+    vep.send_part = spart;
+    vep.recv_part = rpart;
     vep.send_depth = send_depth;
     vep.recv_depth = recv_depth;
     vep.max_inline = a.cap.max_inline_data;
@@ -143,10 +148,11 @@ void VerbsTransport::destroy_qp(VerbsEp &vep) {
     if (int rc = ibv_destroy_qp(vep.qp))
         DAT2_ERR("%s: ibv_destroy_qp: %s\n", ia_.name.c_str(), std::strerror(rc));
     vep.qp = nullptr;
-    cq_commit(*vep.send_cq, -vep.send_depth);
-    cq_commit(*vep.recv_cq, -vep.recv_depth);
+    cq_uncommit(*vep.send_cq, vep.send_part, vep.send_depth);
+    cq_uncommit(*vep.recv_cq, vep.recv_part, vep.recv_depth);
     pd_release(vep.qp_pz);
     vep.send_cq = vep.recv_cq = nullptr;
+    vep.send_part = vep.recv_part = nullptr;
 }
 
 // The QP to RTR or RTS with the connection's attributes (rdma_init_qp_attr
@@ -238,9 +244,11 @@ void VerbsTransport::ep_close(kit::Ep &ep) {
         }
     }
     {
+        // Not a scan of every EP's entries: freeing stays O(log EPs).
         std::lock_guard<std::mutex> lock(qp_eps_mu_);
-        for (auto it = qp_eps_.begin(); it != qp_eps_.end();)
-            it = it->second == &ep ? qp_eps_.erase(it) : std::next(it);
+        for (std::uint32_t num : vep->qp_nums)
+            if (auto it = qp_eps_.find(num); it != qp_eps_.end() && it->second == &ep)
+                qp_eps_.erase(it);
     }
     delete vep;
     ep.tp = nullptr;

@@ -11,8 +11,12 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -20,6 +24,7 @@
 #include <poll.h>
 #include <sstream>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace dat2::verbs {
@@ -73,6 +78,105 @@ std::vector<sockaddr_storage> local_addresses(const std::string &netdev) {
     v4.insert(v4.end(), v6.begin(), v6.end());
     v4.insert(v4.end(), loop.begin(), loop.end());
     return v4;
+}
+
+// What verbs objects cost a process beyond the device's own limits, which
+// no device reports: file descriptors (a completion channel per DTO EVD;
+// RLIMIT_NOFILE), memory mappings (drivers that map their queues into the
+// process, rxe one per CQ and two per QP; vm.max_map_count) and pinned
+// memory (drivers that keep queues in user memory; RLIMIT_MEMLOCK, unless
+// the process has CAP_IPC_LOCK). Measured on probe objects at open.
+constexpr long kUnlimited = LONG_MAX;
+
+struct Usage {
+    long fds = 0, maps = 0, pinned_kb = 0;
+    // What an object cost: never negative (another thread may have freed
+    // something meanwhile).
+    Usage operator-(const Usage &o) const {
+        return {std::max(0L, fds - o.fds), std::max(0L, maps - o.maps), std::max(0L, pinned_kb - o.pinned_kb)};
+    }
+};
+
+long count_fds() {
+    long n = 0;
+    if (DIR *d = ::opendir("/proc/self/fd")) {
+        while (const dirent *e = ::readdir(d))
+            n += e->d_name[0] != '.';
+        ::closedir(d);
+        --n; // the directory's own descriptor
+    }
+    return n;
+}
+
+long count_lines(const char *path) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    long n = 0;
+    char buf[16384];
+    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;)
+        n += std::count(buf, buf + got, '\n');
+    ::close(fd);
+    return n;
+}
+
+// A field of /proc/self/status ("VmPin:", "CapEff:") as its text.
+std::string status_field(const char *key) {
+    FILE *f = std::fopen("/proc/self/status", "re");
+    if (!f)
+        return {};
+    char line[256];
+    std::string value;
+    const std::size_t len = std::strlen(key);
+    while (std::fgets(line, sizeof line, f))
+        if (std::strncmp(line, key, len) == 0) {
+            value = line + len;
+            break;
+        }
+    std::fclose(f);
+    return value;
+}
+
+Usage usage_now() {
+    return {count_fds(), count_lines("/proc/self/maps"), std::strtol(status_field("VmPin:").c_str(), nullptr, 10)};
+}
+
+Usage usage_limit() {
+    Usage u{kUnlimited, kUnlimited, kUnlimited};
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+        u.fds = static_cast<long>(std::min<rlim_t>(r.rlim_cur, kUnlimited));
+    if (FILE *f = std::fopen("/proc/sys/vm/max_map_count", "re")) {
+        long v = 0;
+        if (std::fscanf(f, "%ld", &v) == 1 && v > 0)
+            u.maps = v;
+        std::fclose(f);
+    }
+    constexpr unsigned long long kCapIpcLock = 1ull << 14;
+    const bool can_lock = std::strtoull(status_field("CapEff:").c_str(), nullptr, 16) & kCapIpcLock;
+    if (!can_lock && ::getrlimit(RLIMIT_MEMLOCK, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
+        u.pinned_kb = static_cast<long>(std::min<rlim_t>(r.rlim_cur / 1024, kUnlimited));
+    return u;
+}
+
+// How many objects costing `each` fit in three quarters of what the process
+// has free (a quarter stays for connections, listeners and the
+// application), at most `cap`.
+DAT_COUNT objects_within(const Usage &limit, const Usage &used, const Usage &each, DAT_COUNT cap) {
+    long n = cap;
+    auto fit = [&n](long lim, long in_use, long per) {
+        if (per > 0 && lim != kUnlimited)
+            n = std::min(n, (lim > in_use ? lim - in_use : 0) / 4 * 3 / per);
+    };
+    fit(limit.fds, used.fds, each.fds);
+    fit(limit.maps, used.maps, each.maps);
+    fit(limit.pinned_kb, used.pinned_kb, each.pinned_kb);
+    return static_cast<DAT_COUNT>(std::max(1L, n));
+}
+
+std::string usage_text(const Usage &u) {
+    auto one = [](long v) { return v == kUnlimited ? std::string("-") : std::to_string(v); };
+    return one(u.fds) + " fds, " + one(u.maps) + " maps, " + one(u.pinned_kb) + " kB pinned";
 }
 
 } // namespace
@@ -280,24 +384,43 @@ DAT_RETURN VerbsTransport::open() {
     if (wake_fd_ < 0)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     null_cq_ = new VerbsCq;
-    null_cq_->cq = ibv_create_cq(ctx_, 16, nullptr, nullptr, 0);
-    if (!null_cq_->cq) {
+    null_cq_->parts.push_back(CqPart{ibv_create_cq(ctx_, 16, nullptr, nullptr, 0), 0});
+    if (!null_cq_->parts.front().cq) {
         DAT2_ERR("%s: ibv_create_cq: %s\n", name, std::strerror(errno));
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     }
+    // What a DTO EVD costs the process: a probe of one (cq_open), plus the
+    // kit's eventfd every EVD has.
+    Usage per_evd{2, 0, 0};
+    {
+        const Usage before = usage_now();
+        if (ibv_comp_channel *ch = ibv_create_comp_channel(ctx_)) {
+            if (ibv_cq *cq = ibv_create_cq(ctx_, 256, nullptr, ch, 0)) {
+                per_evd = usage_now() - before;
+                per_evd.fds += 1;
+                ibv_destroy_cq(cq);
+            }
+            ibv_destroy_comp_channel(ch);
+        }
+    }
     // Inline sends skip a DMA read of small payloads; ask for what the
     // device can do with a probe QP, since devices report no limit for it.
+    // The probe also tells what an EP's QP costs the process.
+    Usage per_ep;
     {
         ibv_pd *pd = ibv_alloc_pd(ctx_);
         for (std::uint32_t want : {256u, 128u, 64u}) {
             ibv_qp_init_attr a{};
-            a.send_cq = a.recv_cq = null_cq_->cq;
-            a.cap.max_send_wr = a.cap.max_recv_wr = 1;
+            a.send_cq = a.recv_cq = null_cq_->parts.front().cq;
+            a.cap.max_send_wr = 1 + kReservedSendSlots; // the smallest EP's
+            a.cap.max_recv_wr = 1;
             a.cap.max_send_sge = a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = want;
             a.qp_type = IBV_QPT_RC;
+            const Usage before = usage_now();
             ibv_qp *qp = pd ? ibv_create_qp(pd, &a) : nullptr;
             if (qp) {
+                per_ep = usage_now() - before;
                 max_inline_ = a.cap.max_inline_data;
                 ibv_destroy_qp(qp);
                 break;
@@ -306,6 +429,23 @@ DAT_RETURN VerbsTransport::open() {
         if (pd)
             ibv_dealloc_pd(pd);
     }
+    // dat_ia_query's max_evds and max_eps are what this process can make
+    // (LimitsTest): the device's maxima, unless file descriptors, mappings
+    // or pinned memory run out first (Soft-RoCE in the test VM, which says
+    // 1048576 CQs and QPs: RLIMIT_NOFILE 1024 ran out at the 509th EVD of 2
+    // fds each, vm.max_map_count 65530 at the 32695th QP of 2 mappings
+    // each). EVDs and EPs draw on the same budget: each maximum holds for
+    // its own kind.
+    const Usage limit = usage_limit(), used = usage_now();
+    ia_.max_evds = objects_within(limit, used, per_evd, std::min(ia_.max_evds, dev_attr_.max_cq - 1));
+    ia_.max_eps = objects_within(limit, used, per_ep, std::min(ia_.max_eps, dev_attr_.max_qp - 1));
+    // Each work queue of an EP fits one CQ (with the plugin's own send
+    // slots), however many EPs share the EVD (VerbsCq).
+    ia_.max_dtos = std::max(
+        1, std::min({kit::kMaxDtos, dev_attr_.max_qp_wr - kReservedSendSlots, dev_attr_.max_cqe - kReservedSendSlots}));
+    DAT2_LOG(log::kGeneric, "%s: %d EVDs (%s each), %d EPs (%s each), %d DTOs per EP; the process has %s of %s\n",
+             name, ia_.max_evds, usage_text(per_evd).c_str(), ia_.max_eps, usage_text(per_ep).c_str(), ia_.max_dtos,
+             usage_text(used).c_str(), usage_text(limit).c_str());
     // Soft-RoCE hands out the kernel's completion flags as they are, and the
     // kernel's "with invalidate" is bit 2 (libibverbs': bit 3; bit 2 is the
     // IP checksum flag, which a reliable connection never reports).
@@ -335,8 +475,9 @@ VerbsTransport::~VerbsTransport() {
     // The kit has freed every EP, PSP and CR before the IA: what is left
     // here is only what a failed open made.
     if (null_cq_) {
-        if (null_cq_->cq)
-            ibv_destroy_cq(null_cq_->cq);
+        for (CqPart &p : null_cq_->parts)
+            if (p.cq)
+                ibv_destroy_cq(p.cq);
         delete null_cq_;
     }
     for (auto &[pz, use] : pds_)
@@ -354,13 +495,8 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
                   port_);
     a.hardware_version_major = dev_attr_.hw_ver;
     a.hardware_version_minor = dev_attr_.vendor_part_id;
-    a.max_eps = std::max(1, dev_attr_.max_qp - 1);
-    // Send slots of every QP are the plugin's (graceful disconnect marker,
-    // window binds): see build_qp.
-    a.max_dto_per_ep = std::min(kit::kMaxDtos, std::max(1, dev_attr_.max_qp_wr - kReservedSendSlots));
     a.max_rdma_read_per_ep_in = dev_attr_.max_qp_rd_atom;
     a.max_rdma_read_per_ep_out = dev_attr_.max_qp_init_rd_atom;
-    a.max_evds = std::min(a.max_evds, dev_attr_.max_cq);
     a.max_iov_segments_per_dto = ia_.max_iov;
     a.max_iov_segments_per_rdma_read = ia_.max_iov;
     a.max_iov_segments_per_rdma_write = ia_.max_iov;

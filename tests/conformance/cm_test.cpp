@@ -6,7 +6,6 @@
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <vector>
@@ -234,29 +233,21 @@ TEST_P(CmTest, ConnectToQualifierWithoutListenerIsNonPeerRejected) {
 }
 
 TEST_P(CmTest, ConnectToSilentPeerTimesOutWithinTimeout) {
-    // A TCP listener on 127.0.0.1 that accepts nothing and never answers: the
-    // transport connection can come up, the remote never responds.
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(fd, 0);
-    sockaddr_in sin{};
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof sin;
-    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&sin), sizeof sin), 0);
-    ASSERT_EQ(::listen(fd, 8), 0);
-    ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr *>(&sin), &sl), 0);
-    const DAT_CONN_QUAL silent = ntohs(sin.sin_port);
+    // A silent peer of the IA's own transport (a TCP socket would do for
+    // libfabric tcp, not for rdma_cm, whose port space is not TCP's and which
+    // refuses at once): a PSP whose connection requests nobody answers. The
+    // request reaches it; its Consumer never accepts or rejects.
+    DAT_EVD_HANDLE silent_evd = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &silent_evd));
+    DAT_CONN_QUAL silent = 0;
+    DAT_PSP_HANDLE silent_psp = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &silent, silent_evd, DAT_PSP_CONSUMER_FLAG, &silent_psp));
     constexpr DAT_TIMEOUT timeout_us = 500'000;
     auto t0 = std::chrono::steady_clock::now();
-    DAT_RETURN r = connect_ep(client.ep, server_addr.ptr(), silent, timeout_us);
-    if (r != DAT_SUCCESS)
-        ::close(fd);
-    ASSERT_DAT_OK(r);
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), silent, timeout_us));
     DAT_EVENT ev{};
-    r = next_event(client.conn_evd, &ev, timeout_us + kEventTimeoutUs);
+    ASSERT_DAT_OK(next_event(client.conn_evd, &ev, timeout_us + kEventTimeoutUs));
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
-    ::close(fd);
-    ASSERT_DAT_OK(r);
     // dat_ep_connect(3DAT): "When the timeout expired prior to completion of the
     // Connection establishment, the local Endpoint is automatically transitioned into
     // a DAT_EP_STATE_DISCONNECTED state and the local Consumer [notified] through a
@@ -267,6 +258,15 @@ TEST_P(CmTest, ConnectToSilentPeerTimesOutWithinTimeout) {
         << event_text(ev);
     EXPECT_LT(ms, 500 + 3000) << "the 500 ms connect timeout was not honoured";
     EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+    // The peer was a listener that did not answer, not one that refused.
+    DAT_EVENT cr{};
+    EXPECT_TRUE(wait_event(silent_evd, DAT_CONNECTION_REQUEST_EVENT, &cr, kQuietTimeoutUs))
+        << "the connection request did not reach the silent PSP";
+    if (cr.event_number == DAT_CONNECTION_REQUEST_EVENT)
+        // Only to release it: its requester is gone, which the reject may report.
+        dat_cr_reject(cr.event_data.cr_arrival_event_data.cr_handle, 0, nullptr);
+    EXPECT_DAT_OK(dat_psp_free(silent_psp));
+    EXPECT_DAT_OK(dat_evd_free(silent_evd));
     // The timed-out Endpoint is reusable after a reset.
     ASSERT_DAT_OK(dat_ep_reset(client.ep));
     ASSERT_NO_FATAL_FAILURE(connect_pair());

@@ -313,6 +313,59 @@ TEST_P(DtoTest, ManyMessagesArriveInOrder) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+// An EVD serves however many Endpoints use it, whatever their queues add up
+// to: eight Endpoints with max_dto_per_ep requests and receives each share
+// the client's two EVDs (more than one transport queue holds: a verbs CQ
+// has at most the device's max_cqe entries, Soft-RoCE's 32767), and the
+// last one made, connected, delivers its completions and wakes a waiter
+// blocked on each EVD: one that blocked before that Endpoint existed, and
+// one that blocked after.
+TEST_P(DtoTest, LastOfManyDeepEndpointsOnOneEvdCompletesAndWakes) {
+    constexpr int kEndpoints = 8;
+    DAT_IA_ATTR ia{};
+    ASSERT_DAT_OK(query_ia(client.ia.ia, &ia, nullptr));
+    DAT_EP_ATTR deep = suite_ep_attr(client.ia.ia);
+    deep.max_recv_dtos = deep.max_request_dtos = ia.max_dto_per_ep;
+    client.free_ep();
+    std::vector<DAT_EP_HANDLE> before(kEndpoints - 1, DAT_HANDLE_NULL);
+    for (DAT_EP_HANDLE &ep : before)
+        ASSERT_DAT_OK(client.create_ep_on(&ep, client.recv_evd, client.req_evd, client.conn_evd, &deep));
+    Buffer cs, cr, ss, sr;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(cs, 4096, 0x61, sr, 4096));
+    ASSERT_DAT_OK(server.register_buffer(ss, 4096));
+    ASSERT_DAT_OK(client.register_buffer(cr, 4096));
+    ss.fill(0x62);
+
+    auto recv_wait = start_evd_wait(client.recv_evd, kEventTimeoutUs);
+    ASSERT_TRUE(still_blocked(recv_wait));
+    ASSERT_DAT_OK(client.create_ep(&deep));
+    ASSERT_DAT_OK(recv(client.ep, cr, 0, 4096, 0x71));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(send(server.ep, ss, 0, 100, 0x72));
+    ASSERT_TRUE(returns_within(recv_wait));
+    EvdWait w = recv_wait.get();
+    ASSERT_DAT_OK(w.r);
+    EXPECT_EQ(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x71u) << event_text(w.ev);
+    EXPECT_EQ(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(w.ev);
+    EXPECT_EQ(w.ev.event_data.dto_completion_event_data.transfered_length, 100u);
+    EXPECT_EQ(cr.mismatch(0, 100, 0x62, 0), -1);
+    EXPECT_TRUE(wait_dto_ok(server.req_evd, 0x72));
+
+    ASSERT_DAT_OK(recv(server.ep, sr, 0, 4096, 0x73));
+    auto send_wait = start_evd_wait(client.req_evd);
+    ASSERT_TRUE(still_blocked(send_wait));
+    ASSERT_DAT_OK(send(client.ep, cs, 0, 200, 0x74));
+    ASSERT_TRUE(returns_within(send_wait));
+    w = send_wait.get();
+    ASSERT_DAT_OK(w.r);
+    EXPECT_EQ(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x74u) << event_text(w.ev);
+    EXPECT_EQ(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(w.ev);
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x73));
+    EXPECT_EQ(sr.mismatch(0, 200, 0x61, 0), -1);
+    for (DAT_EP_HANDLE ep : before)
+        EXPECT_DAT_OK(dat_ep_free(ep));
+}
+
 // Request DTOs of one Endpoint complete in the order they were posted, RDMA
 // writes and sends mixed (an RC queue: the DAT event model preserves an
 // Event Stream's order, dat_evd_dequeue(3DAT)); a consumer reclaims its
