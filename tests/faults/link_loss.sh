@@ -58,35 +58,13 @@ port=62100
 ns_s=dlls$$ ns_c=dllc$$     # server and client namespaces
 if_s=dlls$$ if_c=dllc$$     # the veth ends (at most 15 characters)
 addr_s=10.233.0.1 addr_c=10.233.0.2
-made_s= made_c=
 
-remove_network() {
-    [ -n "$made_s" ] && ip netns del "$ns_s" 2>/dev/null
-    [ -n "$made_c" ] && ip netns del "$ns_c" 2>/dev/null
-    ip link del "$if_s" 2>/dev/null # if it never moved into its namespace
-    return 0
-}
-peers_extra_cleanup=remove_network
 # ctest gives this 75 s (TIMEOUT); stop before, so that the programs, the
 # namespaces and the veth pair are removed.
 peers_start link_loss 60
 
 # ---- the network ------------------------------------------------------------------
-err=$(ip netns add "$ns_s" 2>&1) || skip "cannot create a network namespace (uid $(id -u); needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN): ip netns add: $err"
-made_s=1
-err=$(ip netns add "$ns_c" 2>&1) || skip "cannot create a second network namespace: ip netns add: $err"
-made_c=1
-err=$(ip link add "$if_s" type veth peer name "$if_c" 2>&1) || skip "cannot create a veth pair (CAP_NET_ADMIN, veth module): ip link add: $err"
-set -e
-ip link set "$if_s" netns "$ns_s"
-ip link set "$if_c" netns "$ns_c"
-ip -n "$ns_s" addr add $addr_s/24 dev "$if_s"
-ip -n "$ns_c" addr add $addr_c/24 dev "$if_c"
-for ns in "$ns_s" "$ns_c"; do ip -n "$ns" link set lo up; done
-ip -n "$ns_s" link set "$if_s" up
-ip -n "$ns_c" link set "$if_c" up
-set +e
-echo "namespaces $ns_s ($if_s $addr_s, server) and $ns_c ($if_c $addr_c, client)"
+veth_hosts "$ns_s" "$ns_c" "$if_s" "$if_c" "$addr_s" "$addr_c"
 # For experiments: DAT2_LINK_SYSCTLS="net.ipv4.tcp_retries2=3 ..." in both namespaces.
 for kv in ${DAT2_LINK_SYSCTLS:-}; do
     for ns in "$ns_s" "$ns_c"; do ip netns exec "$ns" sysctl -qw "$kv" || fail "sysctl $kv"; done

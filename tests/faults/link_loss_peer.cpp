@@ -180,6 +180,8 @@ private:
     DAT_DTO_COOKIE track(Kind kind, int slot);
     bool post_recv(int slot);
     bool post_send(int slot, std::uint64_t round, std::uint32_t index);
+    // kChunks RDMA writes of src_ [local, +kHalf) to the peer's [remote, +kHalf).
+    void post_writes(std::size_t local, std::size_t remote);
     bool start_round();
     bool burst();
 
@@ -357,23 +359,27 @@ bool LinkLossPeer::post_send(int slot, std::uint64_t round, std::uint32_t index)
     return true;
 }
 
+void LinkLossPeer::post_writes(std::size_t local, std::size_t remote) {
+    for (int i = 0; i < kChunks && !broken_; ++i) {
+        const std::size_t off = static_cast<std::size_t>(i) * kChunk;
+        DAT_LMR_TRIPLET l = src_.iov(local + off, kChunk);
+        DAT_RMR_TRIPLET r = remote_;
+        r.virtual_address += remote + off;
+        r.segment_length = kChunk;
+        DAT_DTO_COOKIE ck = track(Kind::Write, i);
+        DAT_RETURN ret = dat_ep_post_rdma_write(side_.ep, 1, &l, ck, &r, DAT_COMPLETION_DEFAULT_FLAG);
+        if (ret != DAT_SUCCESS) {
+            outstanding_.erase(ck.as_64);
+            --requests_outstanding_;
+            note_break("dat_ep_post_rdma_write -> " + ret_text(ret));
+        }
+    }
+}
+
 bool LinkLossPeer::start_round() {
     const std::size_t half = (round_ % 2) * kHalf;
     fill_pattern(src_.data + half, kHalf, stream_key(epoch_, me_, round_, 0));
-    for (int i = 0; i < kChunks && !broken_; ++i) {
-        const std::size_t off = half + static_cast<std::size_t>(i) * kChunk;
-        DAT_LMR_TRIPLET local = src_.iov(off, kChunk);
-        DAT_RMR_TRIPLET remote = remote_;
-        remote.virtual_address += off;
-        remote.segment_length = kChunk;
-        DAT_DTO_COOKIE ck = track(Kind::Write, i);
-        DAT_RETURN r = dat_ep_post_rdma_write(side_.ep, 1, &local, ck, &remote, DAT_COMPLETION_DEFAULT_FLAG);
-        if (r != DAT_SUCCESS) {
-            outstanding_.erase(ck.as_64);
-            --requests_outstanding_;
-            note_break("dat_ep_post_rdma_write -> " + ret_text(r));
-        }
-    }
+    post_writes(half, half);
     for (int i = 0; i < kMsgsPerRound && !broken_; ++i)
         if (!post_send(i, round_, static_cast<std::uint32_t>(i)))
             return false;
@@ -384,19 +390,7 @@ bool LinkLossPeer::start_round() {
 bool LinkLossPeer::burst() {
     if (!hold_ || requests_outstanding_ != 0)
         return fail("'burst' needs 'hold' first and no request outstanding (%d are)", requests_outstanding_);
-    for (int i = 0; i < kChunks && !broken_; ++i) {
-        DAT_LMR_TRIPLET local = src_.iov(static_cast<std::size_t>(i) * kChunk, kChunk);
-        DAT_RMR_TRIPLET remote = remote_;
-        remote.virtual_address += 2 * kHalf + static_cast<std::size_t>(i) * kChunk;
-        remote.segment_length = kChunk;
-        DAT_DTO_COOKIE ck = track(Kind::Write, i);
-        DAT_RETURN r = dat_ep_post_rdma_write(side_.ep, 1, &local, ck, &remote, DAT_COMPLETION_DEFAULT_FLAG);
-        if (r != DAT_SUCCESS) {
-            outstanding_.erase(ck.as_64);
-            --requests_outstanding_;
-            note_break("dat_ep_post_rdma_write -> " + ret_text(r));
-        }
-    }
+    post_writes(0, 2 * kHalf);
     for (int i = 0; i < kMsgsPerRound && !broken_; ++i)
         if (!post_send(i, round_, kBurstIndex))
             return false;

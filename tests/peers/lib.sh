@@ -116,3 +116,36 @@ show_outputs() {
 bad_report() {
     grep -iE "$2" "$1" | sort | uniq -c | sort -rn | head -n 5
 }
+
+# ---- two hosts: network namespaces joined by a veth pair --------------------------
+# veth_hosts NS_S NS_C IF_S IF_C ADDR_S ADDR_C: namespaces NS_S and NS_C, the
+# veth ends IF_S in NS_S with ADDR_S/24 and IF_C in NS_C with ADDR_C/24, all
+# up (loopback too). Skips (exit 77) saying why when this machine cannot make
+# them (not root, no veth). Sets peers_extra_cleanup so that the EXIT trap
+# removes them (deleting a namespace deletes the veth end inside it, and so
+# the pair).
+veth_made_s= veth_made_c=
+veth_remove() {
+    [ -n "$veth_made_s" ] && ip netns del "$veth_ns_s" 2>/dev/null
+    [ -n "$veth_made_c" ] && ip netns del "$veth_ns_c" 2>/dev/null
+    ip link del "$veth_if_s" 2>/dev/null # if it never moved into its namespace
+    return 0
+}
+veth_hosts() {
+    veth_ns_s=$1 veth_ns_c=$2 veth_if_s=$3 veth_if_c=$4
+    local addr_s=$5 addr_c=$6 err ns
+    command -v ip >/dev/null || skip "no 'ip' command (apt-get install iproute2)"
+    peers_extra_cleanup=veth_remove
+    err=$(ip netns add "$veth_ns_s" 2>&1) || skip "cannot create a network namespace (uid $(id -u); needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN): ip netns add: $err"
+    veth_made_s=1
+    err=$(ip netns add "$veth_ns_c" 2>&1) || skip "cannot create a second network namespace: ip netns add: $err"
+    veth_made_c=1
+    err=$(ip link add "$veth_if_s" type veth peer name "$veth_if_c" 2>&1) || skip "cannot create a veth pair (CAP_NET_ADMIN, veth module): ip link add: $err"
+    ip link set "$veth_if_s" netns "$veth_ns_s" &&
+        ip link set "$veth_if_c" netns "$veth_ns_c" &&
+        ip -n "$veth_ns_s" addr add "$addr_s/24" dev "$veth_if_s" &&
+        ip -n "$veth_ns_c" addr add "$addr_c/24" dev "$veth_if_c" || fail "cannot set up the veth pair"
+    for ns in "$veth_ns_s" "$veth_ns_c"; do ip -n "$ns" link set lo up || fail "lo up in $ns"; done
+    ip -n "$veth_ns_s" link set "$veth_if_s" up && ip -n "$veth_ns_c" link set "$veth_if_c" up || fail "veth up"
+    echo "namespaces $veth_ns_s ($veth_if_s $addr_s, server) and $veth_ns_c ($veth_if_c $addr_c, client)"
+}

@@ -24,38 +24,13 @@ command -v ss >/dev/null || skip "no 'ss' command (apt-get install iproute2)"
 ns_s=dapl_s$$ ns_c=dapl_c$$     # server and client namespaces
 if_s=dvs$$ if_c=dvc$$           # the veth ends (names of at most 15 chars)
 addr_s=10.231.0.1 addr_c=10.231.0.2
-made_s= made_c=
 
-# After the peers have been stopped (peers_cleanup): the network.
-remove_network() {
-    # Deleting a namespace deletes the veth end inside it, and so the pair.
-    [ -n "$made_s" ] && ip netns del "$ns_s" 2>/dev/null
-    [ -n "$made_c" ] && ip netns del "$ns_c" 2>/dev/null
-    ip link del "$if_s" 2>/dev/null # if it never moved into its namespace
-    return 0
-}
-peers_extra_cleanup=remove_network
 # ctest gives this 120 s (TIMEOUT); stop before that, so that the peers,
 # the namespaces and the veth pair are removed.
 peers_start netns_dapltest 105
 
 # ---- the network -----------------------------------------------------------------
-err=$(ip netns add "$ns_s" 2>&1) || skip "cannot create a network namespace (uid $(id -u); needs root with CAP_SYS_ADMIN and CAP_NET_ADMIN): ip netns add: $err"
-made_s=1
-err=$(ip netns add "$ns_c" 2>&1) || skip "cannot create a second network namespace: ip netns add: $err"
-made_c=1
-err=$(ip link add "$if_s" type veth peer name "$if_c" 2>&1) || skip "cannot create a veth pair (CAP_NET_ADMIN, veth module): ip link add: $err"
-set -e
-ip link set "$if_s" netns "$ns_s"
-ip link set "$if_c" netns "$ns_c"
-ip -n "$ns_s" addr add $addr_s/24 dev "$if_s"
-ip -n "$ns_c" addr add $addr_c/24 dev "$if_c"
-ip -n "$ns_s" link set lo up
-ip -n "$ns_c" link set lo up
-ip -n "$ns_s" link set "$if_s" up
-ip -n "$ns_c" link set "$if_c" up
-set +e
-echo "namespaces $ns_s ($if_s $addr_s, server) and $ns_c ($if_c $addr_c, client)"
+veth_hosts "$ns_s" "$ns_c" "$if_s" "$if_c" "$addr_s" "$addr_c"
 
 # One dat.conf per namespace: the IA's address is the namespace's own.
 for side in s c; do
