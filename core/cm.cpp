@@ -142,7 +142,11 @@ DAT_RETURN open_service_point(Ia &ia, Sp &sp, Evd &evd, const DAT_CONN_QUAL *qua
         destroy_object(&sp);
         return r;
     }
-    sp.conn_qual = got;
+    // A fixed qualifier was set before the listener went live (the CM thread
+    // reads it from then on); "any": nobody can have asked for the port
+    // before the consumer learns it from this call.
+    if (!qual)
+        sp.conn_qual = got;
     try {
         std::lock_guard<std::mutex> lock(listeners_mu());
         listeners().push_back({&sp, with_port(ia.transport->address(), port_of_qual(got)), got});

@@ -79,6 +79,23 @@ std::vector<double> timed(std::size_t n, const std::function<DAT_RETURN(std::siz
 
 // The cost of one object does not grow (or shrink) with how many exist:
 // empty, or what grew.
+// Under TSan each descriptor operation also updates the sanitizer's own
+// per-descriptor state, whose cost grows with the descriptors open (EVD
+// create: 140 us per object among the first thousand, 780 among the last of
+// 3712, where the plain and ASan builds stay flat): the cost per object is
+// judged in the other builds; the limits themselves are checked in all.
+#if defined(__SANITIZE_THREAD__)
+constexpr const char *kGrowthUnjudged = "a TSan build (its descriptor bookkeeping grows with the descriptors open)";
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr const char *kGrowthUnjudged = "a TSan build (its descriptor bookkeeping grows with the descriptors open)";
+#else
+constexpr const char *kGrowthUnjudged = nullptr;
+#endif
+#else
+constexpr const char *kGrowthUnjudged = nullptr;
+#endif
+
 std::string growth(const std::string &what, const std::vector<double> &chunks) {
     if (chunks.size() < 2 * kWindow)
         return {}; // fewer than two thousand: nothing to compare
@@ -134,9 +151,14 @@ class LimitsTest : public conformance::ConformanceTest {
         EXPECT_EQ(free_stopped, stopped) << what << ": freeing failed: " << conformance::ret_text(free_failed);
         RecordProperty(what + "_made", static_cast<int>(stopped));
         std::printf("%s: limit %d, made %zu (%zu file descriptors)\n", what.c_str(), limit, stopped, fds_used);
-        for (const std::string &g : {growth(what + " create", create), growth(what + " free", release)})
-            if (!g.empty())
+        for (const std::string &g : {growth(what + " create", create), growth(what + " free", release)}) {
+            if (g.empty())
+                continue;
+            if (kGrowthUnjudged)
+                std::printf("%s: not judged in %s\n", g.c_str(), kGrowthUnjudged);
+            else
                 ADD_FAILURE() << g;
+        }
     }
 
     conformance::OpenIa ia_;
