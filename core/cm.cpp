@@ -84,16 +84,6 @@ std::vector<Listener> &listeners() {
     return *v;
 }
 
-bool same_listen_address(const sockaddr_storage &a, const sockaddr_storage &b) {
-    if (a.ss_family != b.ss_family || port_of(a) != port_of(b))
-        return false;
-    if (a.ss_family == AF_INET)
-        return reinterpret_cast<const sockaddr_in &>(a).sin_addr.s_addr ==
-               reinterpret_cast<const sockaddr_in &>(b).sin_addr.s_addr;
-    return std::memcmp(&reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr,
-                       &reinterpret_cast<const sockaddr_in6 &>(b).sin6_addr, sizeof(in6_addr)) == 0;
-}
-
 // DAT_CONN_QUAL_IN_USE (logged) when a service point of this process listens
 // on the port `qual` folds onto at the IA's address.
 DAT_RETURN check_port_free(Ia &ia, DAT_CONN_QUAL qual) {
@@ -103,7 +93,7 @@ DAT_RETURN check_port_free(Ia &ia, DAT_CONN_QUAL qual) {
     {
         std::lock_guard<std::mutex> lock(listeners_mu());
         for (const Listener &l : listeners())
-            if (same_listen_address(l.at, at)) {
+            if (same_address(l.at, at)) {
                 holder = l.qual;
                 held = true;
                 break;

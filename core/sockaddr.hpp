@@ -27,6 +27,19 @@ inline std::uint16_t port_of(const sockaddr *sa) {
 }
 inline std::uint16_t port_of(const sockaddr_storage &sa) { return port_of(reinterpret_cast<const sockaddr *>(&sa)); }
 
+// The same IPv4 or IPv6 address and port (other families never match).
+inline bool same_address(const sockaddr_storage &a, const sockaddr_storage &b) {
+    if (a.ss_family != b.ss_family || port_of(a) != port_of(b))
+        return false;
+    if (a.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in &>(a).sin_addr.s_addr ==
+               reinterpret_cast<const sockaddr_in &>(b).sin_addr.s_addr;
+    if (a.ss_family == AF_INET6)
+        return std::memcmp(&reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr,
+                           &reinterpret_cast<const sockaddr_in6 &>(b).sin6_addr, sizeof(in6_addr)) == 0;
+    return false;
+}
+
 inline void set_port(sockaddr_storage &sa, std::uint16_t port) {
     if (sa.ss_family == AF_INET)
         reinterpret_cast<sockaddr_in *>(&sa)->sin_port = htons(port);

@@ -518,22 +518,6 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
 
 namespace {
 
-bool same_address(const sockaddr_storage &a, const sockaddr_storage &b) {
-    if (a.ss_family != b.ss_family)
-        return false;
-    if (a.ss_family == AF_INET) {
-        const auto &x = reinterpret_cast<const sockaddr_in &>(a);
-        const auto &y = reinterpret_cast<const sockaddr_in &>(b);
-        return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-    }
-    if (a.ss_family == AF_INET6) {
-        const auto &x = reinterpret_cast<const sockaddr_in6 &>(a);
-        const auto &y = reinterpret_cast<const sockaddr_in6 &>(b);
-        return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-    }
-    return false;
-}
-
 // The descriptor of this process's TCP socket connected from `local` to
 // `peer`, or -1. Within a network namespace no other TCP socket has that
 // pair of addresses.
@@ -553,10 +537,10 @@ int tcp_socket_of(const sockaddr_storage &local, const sockaddr_storage &peer) {
             continue;
         sockaddr_storage a{};
         socklen_t alen = sizeof a;
-        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !same_address(a, local))
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !kit::same_address(a, local))
             continue;
         alen = sizeof a;
-        if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !same_address(a, peer))
+        if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 || !kit::same_address(a, peer))
             continue;
         found = static_cast<int>(fd);
         break;

@@ -5,6 +5,7 @@
 #include "sockaddr.hpp"
 
 #include "log.hpp"
+#include "resources.hpp"
 
 #include <arpa/inet.h>
 #include <algorithm>
@@ -15,54 +16,36 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sstream>
-#include <dirent.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 namespace dat2::ofi {
 
 namespace {
 
-std::size_t open_fd_count() {
-    std::size_t n = 0;
-    if (DIR *d = ::opendir("/proc/self/fd")) {
-        while (const dirent *e = ::readdir(d))
-            n += e->d_name[0] != '.';
-        ::closedir(d);
-        if (n)
-            --n; // the directory's own descriptor
-    }
-    return n;
-}
-
-// How many EVDs the file descriptors allow (dat_ia_query's max_evds must be
-// reachable). Every EVD holds the kit's eventfd, a DTO EVD also its
+// How many EVDs the process's resources allow (dat_ia_query's max_evds must
+// be reachable). Every EVD holds the kit's eventfd, a DTO EVD also its
 // completion queue's wait object (tcp: an epoll fd and a signal pair,
 // measured here on a probe queue): file descriptors run out long before the
-// kit's 65536. Of those RLIMIT_NOFILE leaves free when the IA opens, a
-// quarter stays for connections, listeners and the application.
-DAT_COUNT evds_within_fd_limit(fid_domain *domain) {
-    rlimit lim{};
-    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
-        return kit::kMaxObjects;
-    const std::size_t before = open_fd_count();
-    std::size_t per_evd = 4; // tcp's, if the probe cannot tell
+// kit's 65536 (kit::objects_within: three quarters of what is left).
+DAT_COUNT evds_within_process_limits(fid_domain *domain) {
+    const kit::ProcessUsage before = kit::process_usage();
+    kit::ProcessUsage per_evd{4, 0, 0}; // tcp's, if the probe cannot tell
     fi_cq_attr attr{};
     attr.size = 1024;
     attr.format = FI_CQ_FORMAT_DATA;
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *probe = nullptr;
     if (fi_cq_open(domain, &attr, &probe, nullptr) == 0) {
-        const std::size_t after = open_fd_count();
+        const kit::ProcessUsage each = kit::process_usage() - before;
         fi_close(&probe->fid);
-        if (after > before)
-            per_evd = 1 + (after - before);
+        if (each.fds > 0) {
+            per_evd = each;
+            per_evd.fds += 1; // the kit's eventfd
+        }
     }
-    const std::size_t limit = static_cast<std::size_t>(lim.rlim_cur);
-    const std::size_t free_fds = limit > before ? limit - before : 0;
-    return static_cast<DAT_COUNT>(std::min<std::size_t>(free_fds * 3 / 4 / per_evd, kit::kMaxObjects));
+    return kit::objects_within(kit::process_limits(), before, per_evd, kit::kMaxObjects);
 }
 
 } // namespace
@@ -269,7 +252,7 @@ DAT_RETURN OfiTransport::open() {
         if (rc != -FI_EINVAL)
             break;
     }
-    ia_.max_evds = std::min(ia_.max_evds, evds_within_fd_limit(domain_));
+    ia_.max_evds = std::min(ia_.max_evds, evds_within_process_limits(domain_));
     cm_thread_ = std::thread([this] { cm_loop(); });
     char text[INET6_ADDRSTRLEN] = "?";
     const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)

@@ -4,6 +4,7 @@
 // connect timeouts).
 #include "verbs.hpp"
 #include "params.hpp"
+#include "resources.hpp"
 #include "sockaddr.hpp"
 
 #include "log.hpp"
@@ -11,12 +12,10 @@
 #include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <dirent.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -24,7 +23,6 @@
 #include <poll.h>
 #include <sstream>
 #include <sys/eventfd.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 namespace dat2::verbs {
@@ -78,105 +76,6 @@ std::vector<sockaddr_storage> local_addresses(const std::string &netdev) {
     v4.insert(v4.end(), v6.begin(), v6.end());
     v4.insert(v4.end(), loop.begin(), loop.end());
     return v4;
-}
-
-// What verbs objects cost a process beyond the device's own limits, which
-// no device reports: file descriptors (a completion channel per DTO EVD;
-// RLIMIT_NOFILE), memory mappings (drivers that map their queues into the
-// process, rxe one per CQ and two per QP; vm.max_map_count) and pinned
-// memory (drivers that keep queues in user memory; RLIMIT_MEMLOCK, unless
-// the process has CAP_IPC_LOCK). Measured on probe objects at open.
-constexpr long kUnlimited = LONG_MAX;
-
-struct Usage {
-    long fds = 0, maps = 0, pinned_kb = 0;
-    // What an object cost: never negative (another thread may have freed
-    // something meanwhile).
-    Usage operator-(const Usage &o) const {
-        return {std::max(0L, fds - o.fds), std::max(0L, maps - o.maps), std::max(0L, pinned_kb - o.pinned_kb)};
-    }
-};
-
-long count_fds() {
-    long n = 0;
-    if (DIR *d = ::opendir("/proc/self/fd")) {
-        while (const dirent *e = ::readdir(d))
-            n += e->d_name[0] != '.';
-        ::closedir(d);
-        --n; // the directory's own descriptor
-    }
-    return n;
-}
-
-long count_lines(const char *path) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    long n = 0;
-    char buf[16384];
-    for (ssize_t got; (got = ::read(fd, buf, sizeof buf)) > 0;)
-        n += std::count(buf, buf + got, '\n');
-    ::close(fd);
-    return n;
-}
-
-// A field of /proc/self/status ("VmPin:", "CapEff:") as its text.
-std::string status_field(const char *key) {
-    FILE *f = std::fopen("/proc/self/status", "re");
-    if (!f)
-        return {};
-    char line[256];
-    std::string value;
-    const std::size_t len = std::strlen(key);
-    while (std::fgets(line, sizeof line, f))
-        if (std::strncmp(line, key, len) == 0) {
-            value = line + len;
-            break;
-        }
-    std::fclose(f);
-    return value;
-}
-
-Usage usage_now() {
-    return {count_fds(), count_lines("/proc/self/maps"), std::strtol(status_field("VmPin:").c_str(), nullptr, 10)};
-}
-
-Usage usage_limit() {
-    Usage u{kUnlimited, kUnlimited, kUnlimited};
-    rlimit r{};
-    if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
-        u.fds = static_cast<long>(std::min<rlim_t>(r.rlim_cur, kUnlimited));
-    if (FILE *f = std::fopen("/proc/sys/vm/max_map_count", "re")) {
-        long v = 0;
-        if (std::fscanf(f, "%ld", &v) == 1 && v > 0)
-            u.maps = v;
-        std::fclose(f);
-    }
-    constexpr unsigned long long kCapIpcLock = 1ull << 14;
-    const bool can_lock = std::strtoull(status_field("CapEff:").c_str(), nullptr, 16) & kCapIpcLock;
-    if (!can_lock && ::getrlimit(RLIMIT_MEMLOCK, &r) == 0 && r.rlim_cur != RLIM_INFINITY)
-        u.pinned_kb = static_cast<long>(std::min<rlim_t>(r.rlim_cur / 1024, kUnlimited));
-    return u;
-}
-
-// How many objects costing `each` fit in three quarters of what the process
-// has free (a quarter stays for connections, listeners and the
-// application), at most `cap`.
-DAT_COUNT objects_within(const Usage &limit, const Usage &used, const Usage &each, DAT_COUNT cap) {
-    long n = cap;
-    auto fit = [&n](long lim, long in_use, long per) {
-        if (per > 0 && lim != kUnlimited)
-            n = std::min(n, (lim > in_use ? lim - in_use : 0) / 4 * 3 / per);
-    };
-    fit(limit.fds, used.fds, each.fds);
-    fit(limit.maps, used.maps, each.maps);
-    fit(limit.pinned_kb, used.pinned_kb, each.pinned_kb);
-    return static_cast<DAT_COUNT>(std::max(1L, n));
-}
-
-std::string usage_text(const Usage &u) {
-    auto one = [](long v) { return v == kUnlimited ? std::string("-") : std::to_string(v); };
-    return one(u.fds) + " fds, " + one(u.maps) + " maps, " + one(u.pinned_kb) + " kB pinned";
 }
 
 } // namespace
@@ -391,12 +290,12 @@ DAT_RETURN VerbsTransport::open() {
     }
     // What a DTO EVD costs the process: a probe of one (cq_open), plus the
     // kit's eventfd every EVD has.
-    Usage per_evd{2, 0, 0};
+    kit::ProcessUsage per_evd{2, 0, 0};
     {
-        const Usage before = usage_now();
+        const kit::ProcessUsage before = kit::process_usage();
         if (ibv_comp_channel *ch = ibv_create_comp_channel(ctx_)) {
             if (ibv_cq *cq = ibv_create_cq(ctx_, 256, nullptr, ch, 0)) {
-                per_evd = usage_now() - before;
+                per_evd = kit::process_usage() - before;
                 per_evd.fds += 1;
                 ibv_destroy_cq(cq);
             }
@@ -406,7 +305,7 @@ DAT_RETURN VerbsTransport::open() {
     // Inline sends skip a DMA read of small payloads; ask for what the
     // device can do with a probe QP, since devices report no limit for it.
     // The probe also tells what an EP's QP costs the process.
-    Usage per_ep;
+    kit::ProcessUsage per_ep;
     {
         ibv_pd *pd = ibv_alloc_pd(ctx_);
         for (std::uint32_t want : {256u, 128u, 64u}) {
@@ -417,10 +316,10 @@ DAT_RETURN VerbsTransport::open() {
             a.cap.max_send_sge = a.cap.max_recv_sge = 1;
             a.cap.max_inline_data = want;
             a.qp_type = IBV_QPT_RC;
-            const Usage before = usage_now();
+            const kit::ProcessUsage before = kit::process_usage();
             ibv_qp *qp = pd ? ibv_create_qp(pd, &a) : nullptr;
             if (qp) {
-                per_ep = usage_now() - before;
+                per_ep = kit::process_usage() - before;
                 max_inline_ = a.cap.max_inline_data;
                 ibv_destroy_qp(qp);
                 break;
@@ -436,16 +335,16 @@ DAT_RETURN VerbsTransport::open() {
     // fds each, vm.max_map_count 65530 at the 32695th QP of 2 mappings
     // each). EVDs and EPs draw on the same budget: each maximum holds for
     // its own kind.
-    const Usage limit = usage_limit(), used = usage_now();
-    ia_.max_evds = objects_within(limit, used, per_evd, std::min(ia_.max_evds, dev_attr_.max_cq - 1));
-    ia_.max_eps = objects_within(limit, used, per_ep, std::min(ia_.max_eps, dev_attr_.max_qp - 1));
+    const kit::ProcessUsage limit = kit::process_limits(), used = kit::process_usage();
+    ia_.max_evds = kit::objects_within(limit, used, per_evd, std::min(ia_.max_evds, dev_attr_.max_cq - 1));
+    ia_.max_eps = kit::objects_within(limit, used, per_ep, std::min(ia_.max_eps, dev_attr_.max_qp - 1));
     // Each work queue of an EP fits one CQ (with the plugin's own send
     // slots), however many EPs share the EVD (VerbsCq).
     ia_.max_dtos = std::max(
         1, std::min({kit::kMaxDtos, dev_attr_.max_qp_wr - kReservedSendSlots, dev_attr_.max_cqe - kReservedSendSlots}));
     DAT2_LOG(log::kGeneric, "%s: %d EVDs (%s each), %d EPs (%s each), %d DTOs per EP; the process has %s of %s\n",
-             name, ia_.max_evds, usage_text(per_evd).c_str(), ia_.max_eps, usage_text(per_ep).c_str(), ia_.max_dtos,
-             usage_text(used).c_str(), usage_text(limit).c_str());
+             name, ia_.max_evds, kit::usage_text(per_evd).c_str(), ia_.max_eps, kit::usage_text(per_ep).c_str(), ia_.max_dtos,
+             kit::usage_text(used).c_str(), kit::usage_text(limit).c_str());
     // Soft-RoCE hands out the kernel's completion flags as they are, and the
     // kernel's "with invalidate" is bit 2 (libibverbs': bit 3; bit 2 is the
     // IP checksum flag, which a reliable connection never reports).

@@ -59,17 +59,9 @@ long rss_kib() {
 
 // Under ASan (quarantine of freed memory) and TSan (shadow memory, history)
 // resident memory grows by design: only descriptors are judged there.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr const char *kRssUnjudged = "a sanitizer build (its allocator keeps freed memory)";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr const char *kRssUnjudged = "a sanitizer build (its allocator keeps freed memory)";
-#else
-constexpr const char *kRssUnjudged = nullptr;
-#endif
-#else
-constexpr const char *kRssUnjudged = nullptr;
-#endif
+constexpr const char *kRssUnjudged = conformance::kAsanBuild || conformance::kTsanBuild
+                                         ? "a sanitizer build (its allocator keeps freed memory)"
+                                         : nullptr;
 
 class ChurnTest : public ConnectedTest {
   protected:

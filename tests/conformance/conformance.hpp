@@ -14,7 +14,37 @@
 #include <thread>
 #include <vector>
 
+// Which sanitizer the tests were built with (some measurements mean nothing
+// under one: resident memory under ASan and TSan, per-descriptor costs
+// under TSan).
+#if defined(__SANITIZE_ADDRESS__)
+#define DAT2_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define DAT2_TEST_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define DAT2_TEST_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define DAT2_TEST_TSAN 1
+#endif
+#endif
+
 namespace conformance {
+
+#ifdef DAT2_TEST_ASAN
+inline constexpr bool kAsanBuild = true;
+#else
+inline constexpr bool kAsanBuild = false;
+#endif
+#ifdef DAT2_TEST_TSAN
+inline constexpr bool kTsanBuild = true;
+#else
+inline constexpr bool kTsanBuild = false;
+#endif
+
 
 using namespace std::chrono_literals;
 

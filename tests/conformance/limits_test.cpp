@@ -84,17 +84,8 @@ std::vector<double> timed(std::size_t n, const std::function<DAT_RETURN(std::siz
 // create: 140 us per object among the first thousand, 780 among the last of
 // 3712, where the plain and ASan builds stay flat): the cost per object is
 // judged in the other builds; the limits themselves are checked in all.
-#if defined(__SANITIZE_THREAD__)
-constexpr const char *kGrowthUnjudged = "a TSan build (its descriptor bookkeeping grows with the descriptors open)";
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr const char *kGrowthUnjudged = "a TSan build (its descriptor bookkeeping grows with the descriptors open)";
-#else
-constexpr const char *kGrowthUnjudged = nullptr;
-#endif
-#else
-constexpr const char *kGrowthUnjudged = nullptr;
-#endif
+constexpr const char *kGrowthUnjudged =
+    conformance::kTsanBuild ? "a TSan build (its descriptor bookkeeping grows with the descriptors open)" : nullptr;
 
 std::string growth(const std::string &what, const std::vector<double> &chunks) {
     if (chunks.size() < 2 * kWindow)

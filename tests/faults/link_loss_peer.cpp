@@ -254,23 +254,31 @@ private:
     bool parting_ = false; // our goodbye is posted: the peer's disconnect may flush our receives
 };
 
-void LinkLossPeer::say(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
+namespace {
+
+// One line on stdout (the script reads it as it comes): `prefix`, then the
+// formatted text.
+void print_line(const char *prefix, const char *fmt, va_list ap) {
+    std::fputs(prefix, stdout);
     std::vprintf(fmt, ap);
-    va_end(ap);
     std::printf("\n");
     std::fflush(stdout);
 }
 
-bool LinkLossPeer::fail(const char *fmt, ...) {
-    std::printf("FAIL %s: ", server_ ? "server" : "client");
+} // namespace
+
+void LinkLossPeer::say(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    std::vprintf(fmt, ap);
+    print_line("", fmt, ap);
     va_end(ap);
-    std::printf("\n");
-    std::fflush(stdout);
+}
+
+bool LinkLossPeer::fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    print_line(server_ ? "FAIL server: " : "FAIL client: ", fmt, ap);
+    va_end(ap);
     return false;
 }
 
