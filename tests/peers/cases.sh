@@ -405,16 +405,18 @@ run_transaction_rsp() {
 # few KiB per connection on the server, shows.
 : "${soak_seconds:=60}"
 : "${soak_iterations:=1500}" # per round; ~10 s each on the 2-core CI machine
-# The server's RSS bound is loose on purpose: alone it stays within ~1.3 MiB
-# over 6 rounds, but with the 2 CPUs busy (ctest -j2) it rose by 8-16 MiB in
-# steps of ~7 MiB (and with MALLOC_ARENA_MAX=1 by ~57 MiB even alone). That
-# is glibc keeping freed memory, not a leak: under heaptrack the server's
-# heap in use peaks at 72.5 MiB in every round (libfabric's buffers for 64
-# connections) and comes back to 2.3 MiB after each of 10 rounds, while its
-# RSS went 26.4 -> 42.2 MiB. The heap in use is judged exactly by
-# dapltest-soak-heap (run_soak_heap, below); a leak per operation or per
-# connection beyond this bound fails here too.
-: "${soak_rss_kib:=24576}"
+# glibc's malloc raises its mmap threshold to the size of the first mapped
+# block freed: libfabric's tcp endpoint takes two 459200-byte buffer pools
+# per endpoint, so from the second connection on those came from the arenas,
+# which kept them (the server's RSS rose 8-38 MiB over 7 rounds with the 2
+# CPUs busy, though heaptrack showed its heap in use back at 2.3 MiB after
+# every round). A fixed threshold (the default, 128 KiB, set by tunable)
+# keeps large blocks mapped and unmapped on free, so the RSS follows what is
+# held: 24.0 -> 25.1 MiB over 8 rounds with both CPUs busy. A leak per
+# connection of ~8 KiB (64 connections a round) then fails this bound; the
+# heap in use is judged exactly by dapltest-soak-heap (run_soak_heap, below).
+soak_tunables=glibc.malloc.mmap_threshold=131072
+: "${soak_rss_kib:=4096}"
 : "${soak_client_rss_kib:=8192}"
 : "${soak_fds:=2}"
 proc_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
@@ -425,6 +427,7 @@ soak_server_done() { [ "$(soak_server_count)" -ge "$soak_finished" ]; }
 run_soak() {
     local srv start now round=0 cpid_real rc
     local s_rss0= s_fds0= s_rss1 s_fds1 c_rss0 c_fds0 c_rss1 c_fds1 worst_c_rss=0 worst_c_fds=0 rounds_judged=0
+    export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$soak_tunables
     dapltest_server
     srv=$(pgrep -P "$spid" | head -n 1)
     [ -n "$srv" ] && [ -d "/proc/$srv" ] || verdict_fail "cannot find the dapltest server process under $spid"
