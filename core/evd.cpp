@@ -469,6 +469,8 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
     std::lock_guard<std::mutex> lock(evd->mu);
     if (DAT_RETURN r = evd_check_dequeuer(*evd))
         return r;
+    // Under evd->mu: a plain increment, no locked instruction.
+    evd->dequeues.store(evd->dequeues.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     if (evd->count == 0)
         evd_fill_locked(*evd);
     if (evd->count == 0)

@@ -132,6 +132,9 @@ struct Evd : ObjectHeader {
     // (UNSIGNALLED / SOLICITED_WAIT): dat_evd_wait's threshold must be 1.
     std::atomic<int> notify_streams{0};
     std::atomic<int> inside{0};       // threads in dat_evd_wait (freeing waits for them)
+    // Bumped by every dat_evd_dequeue: a transport's helper thread leaves a
+    // queue alone while its consumer keeps polling it (plugins/ofi, cm_loop).
+    std::atomic<std::uint32_t> dequeues{0};
     std::atomic<bool> aborted{false}; // the IA is closing: waiters return DAT_ABORT
 };
 

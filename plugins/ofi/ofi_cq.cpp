@@ -62,9 +62,11 @@ DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
     try {
         // pending_ never grows in the CM thread, where an allocation that
         // fails has no caller to report to.
-        if (pending_.capacity() < cqs_.size() + 1)
+        if (pending_.capacity() < cqs_.size() + 1) {
             pending_.reserve(2 * (cqs_.size() + 1));
-        record = &cqs_.emplace(cq, WatchedCq{evd, fd, false, 0}).first->second;
+            resting_.reserve(2 * (cqs_.size() + 1));
+        }
+        record = &cqs_.emplace(cq, WatchedCq{evd, fd}).first->second;
     } catch (const std::bad_alloc &) {
         DAT2_ERR("%s: no memory to watch a completion queue\n", ia_.name.c_str());
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
@@ -96,11 +98,53 @@ void OfiTransport::unwatch_cq(fid_cq *cq) {
     auto found = cqs_.find(cq);
     if (found == cqs_.end())
         return;
-    if (found->second.fd >= 0)
+    if (found->second.fd >= 0 && !found->second.resting)
         ::epoll_ctl(poll_fd_, EPOLL_CTL_DEL, found->second.fd, nullptr);
     if (found->second.pending)
         pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
+    if (found->second.resting)
+        resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
     cqs_.erase(found);
+}
+
+bool OfiTransport::consumer_polls(WatchedCq &w) {
+    const std::uint32_t seen = w.evd->dequeues.load(std::memory_order_relaxed);
+    const bool moved = seen != w.seen_dequeues;
+    w.seen_dequeues = seen;
+    return moved && w.evd->inside.load(std::memory_order_relaxed) == 0;
+}
+
+void OfiTransport::rest(fid_cq *cq, WatchedCq &w) {
+    if (w.resting)
+        return;
+    if (w.fd >= 0)
+        ::epoll_ctl(poll_fd_, EPOLL_CTL_DEL, w.fd, nullptr);
+    if (w.pending) {
+        w.pending = false;
+        pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
+    }
+    w.resting = true;
+    resting_.push_back(cq); // capacity reserved by watch_cq
+}
+
+void OfiTransport::stop_resting(fid_cq *cq, WatchedCq &w) {
+    if (!w.resting)
+        return;
+    w.resting = false;
+    resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
+    if (w.fd >= 0) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.ptr = cq;
+        if (::epoll_ctl(poll_fd_, EPOLL_CTL_ADD, w.fd, &ev) != 0) {
+            // It was in the set before: only the memory for the entry can
+            // lack. Looked at every round instead (pending, never leaves).
+            const int err = errno;
+            DAT2_ERR("%s: watching a completion queue again (fd %d): epoll_ctl: %s\n", ia_.name.c_str(), w.fd,
+                     std::strerror(err));
+            w.fd = -1;
+        }
+    }
 }
 
 int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {

@@ -355,6 +355,7 @@ void OfiTransport::cm_loop() {
                 kit::evd_wake(*found->second.evd);
                 ++i;
             }
+            busy = busy || !resting_.empty();
         }
         if (busy)
             timeout_ms = kit::min_poll_ms(timeout_ms, 1);
@@ -369,17 +370,47 @@ void OfiTransport::cm_loop() {
                 auto *cq = static_cast<fid_cq *>(ready[i].data.ptr);
                 if (!cq)
                     continue; // the event queue or wake_fd_: handled below
-                if (WatchedCq *w = kick_progress(cq)) // else closed since epoll_wait returned
+                auto found = cqs_.find(cq);
+                if (found == cqs_.end())
+                    continue; // closed since epoll_wait returned
+                if (consumer_polls(found->second))
+                    rest(cq, found->second); // the consumer's next poll finds it
+                else if (WatchedCq *w = kick_progress(cq))
                     kit::evd_wake(*w->evd);
             }
             for (std::size_t i = 0; i < pending_.size(); ++i)
                 kick_progress(pending_[i]);
+            // Once a millisecond: who has started or stopped polling.
+            const auto now = std::chrono::steady_clock::now();
+            const bool tick = busy && now >= next_tick_;
+            if (tick) {
+                next_tick_ = now + std::chrono::milliseconds(1);
+                // A resting queue whose consumer has gone quiet is driven
+                // again (an RDMA write may be landing while it watches memory).
+                for (std::size_t i = 0; i < resting_.size();) {
+                    fid_cq *cq = resting_[i];
+                    WatchedCq &w = cqs_.find(cq)->second;
+                    if (consumer_polls(w)) {
+                        ++i;
+                        continue;
+                    }
+                    stop_resting(cq, w); // takes it out of resting_
+                    kick_progress(cq);
+                    kit::evd_wake(*w.evd);
+                }
+            }
             if (busy)
                 for (auto &[id, oep] : eps_)
-                    if (oep->ep) {
-                        kick_progress(oep->send_cq);
-                        kick_progress(oep->recv_cq);
-                    }
+                    if (oep->ep)
+                        for (fid_cq *cq : {oep->send_cq, oep->recv_cq}) {
+                            auto found = cqs_.find(cq);
+                            if (found == cqs_.end() || found->second.resting)
+                                continue;
+                            if (tick && consumer_polls(found->second))
+                                rest(cq, found->second);
+                            else
+                                kick_progress(cq);
+                        }
         }
         kit::drain_fd(wake_fd_);
         if (stopping_)

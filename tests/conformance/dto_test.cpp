@@ -5,12 +5,19 @@
 // bad local triplets, and a long in-order message stream.
 #include "connected.hpp"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <fstream>
 #include <functional>
+#include <iostream>
 #include <optional>
 #include <set>
+#include <thread>
 #include <vector>
 
 using namespace conformance;
@@ -391,6 +398,138 @@ TEST_P(DtoTest, RequestCompletionsComeInPostingOrder) {
     // The send arrived after every write on the connection: they have landed.
     for (int i = 0; i < writes; ++i)
         ASSERT_EQ(t.mismatch(each * i, each, 0x51, 0), -1) << "write " << i;
+}
+
+// ---- a consumer that busy-polls ---------------------------------------------------
+
+namespace {
+
+// Voluntary context switches (sleeps) of every thread of the process but
+// `except`: /proc/self/task/*/status.
+long sleeps_of_other_threads(const std::set<pid_t> &except) {
+    long total = 0;
+    DIR *d = ::opendir("/proc/self/task");
+    if (!d)
+        return -1;
+    while (dirent *e = ::readdir(d)) {
+        const pid_t tid = static_cast<pid_t>(std::atol(e->d_name));
+        if (tid <= 0 || except.count(tid))
+            continue;
+        std::ifstream status(std::string("/proc/self/task/") + e->d_name + "/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("voluntary_ctxt_switches:", 0) == 0)
+                total += std::atol(line.c_str() + line.find(':') + 1);
+    }
+    ::closedir(d);
+    return total;
+}
+
+// dat_evd_dequeue until an event comes (or `limit` passes: false).
+bool poll_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, std::chrono::seconds limit = std::chrono::seconds(10)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        DAT_RETURN r = dat_evd_dequeue(evd, ev);
+        if (r == DAT_SUCCESS)
+            return true;
+        if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY || std::chrono::steady_clock::now() > end)
+            return false;
+    }
+}
+
+} // namespace
+
+// A ping-pong where both sides busy-poll their EVDs with dat_evd_dequeue
+// (dapltest -T P, datperf): the provider's own threads must stay out of the
+// pollers' way, not wake at every message (each wake-up takes a CPU from a
+// poller: on the 2-CPU CI machine the ofi plugin's did so at each arrival,
+// and the mean one-way latency was 2.5 times the median). Allowed: about one
+// wake-up per millisecond per IA (a thread that checks on its queues) and a
+// few more; the messages are counted in thousands.
+TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
+    constexpr int kWarmup = 300, kRounds = 3000;
+    constexpr size_t kMsg = 64;
+    Buffer cs, cr, ss, sr;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(cs, kMsg, 0x61, sr, kMsg)); // client -> server
+    ASSERT_DAT_OK(server.register_buffer(ss, kMsg));                  // server -> client
+    ASSERT_DAT_OK(client.register_buffer(cr, kMsg));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, sr, 0, kMsg, 1));
+    ASSERT_DAT_OK(recv(client.ep, cr, 0, kMsg, 1));
+    std::atomic<pid_t> server_tid{0};
+    std::atomic<int> server_failed{0};
+    std::thread echo([&] {
+        server_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+        DAT_EVENT ev{};
+        for (int i = 0; i < kWarmup + kRounds; ++i) {
+            if (!poll_event(server.recv_evd, &ev) || recv(server.ep, sr, 0, kMsg, 1) != DAT_SUCCESS ||
+                send(server.ep, ss, 0, kMsg, 2) != DAT_SUCCESS || !poll_event(server.req_evd, &ev)) {
+                server_failed = i + 1;
+                return;
+            }
+        }
+    });
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    long sleeps0 = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    bool ok = true;
+    int round = 0;
+    for (; round < kWarmup + kRounds && ok; ++round) {
+        if (round == kWarmup) {
+            while (server_tid.load() == 0)
+                std::this_thread::yield();
+            sleeps0 = sleeps_of_other_threads({self, server_tid.load()});
+            t0 = std::chrono::steady_clock::now();
+        }
+        DAT_EVENT ev{};
+        ok = send(client.ep, cs, 0, kMsg, 2) == DAT_SUCCESS && poll_event(client.req_evd, &ev) &&
+             poll_event(client.recv_evd, &ev) && recv(client.ep, cr, 0, kMsg, 1) == DAT_SUCCESS;
+    }
+    const long sleeps1 = sleeps_of_other_threads({self, server_tid.load()});
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    echo.join();
+    ASSERT_TRUE(ok) << "the client's round " << round << " failed";
+    ASSERT_EQ(server_failed.load(), 0) << "the server's round that failed";
+    ASSERT_GE(sleeps0, 0) << "cannot read /proc/self/task";
+    const long woken = sleeps1 - sleeps0;
+    const long allowed = 2 * (static_cast<long>(ms) + 5) + 50; // two IAs
+    std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept "
+              << woken << " times (allowed " << allowed << ")\n";
+    EXPECT_LE(woken, allowed) << "the provider's threads woke for the messages of a busy-polled ping-pong";
+    EXPECT_LT(allowed, kRounds) << "too slow a run to tell (" << ms << " ms for " << kRounds << " round trips)";
+}
+
+// The other side of leaving pollers alone: once the target stops polling
+// and only watches its memory (dtest -W, datperf write-lat), an RDMA write
+// to it must still land, whatever progress the transport needs on the
+// target's side to place it.
+TEST_P(DtoTest, RdmaWriteLandsWhileTheTargetThatWasPollingOnlyWatchesMemory) {
+    Buffer t, s;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x71, t, 4096, kRemoteWrite));
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // The target polls its (empty) EVDs for a while, then stops.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    DAT_EVENT ev{};
+    while (std::chrono::steady_clock::now() < until) {
+        ASSERT_EQ(DAT_GET_TYPE(dat_evd_dequeue(server.recv_evd, &ev)), DAT_QUEUE_EMPTY);
+        ASSERT_EQ(DAT_GET_TYPE(dat_evd_dequeue(server.req_evd, &ev)), DAT_QUEUE_EMPTY);
+    }
+    DAT_LMR_TRIPLET local = s.iov(0, 4096);
+    DAT_RMR_TRIPLET remote = t.rmr(0, 4096);
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0x72), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    // From here on the target's side only reads memory: the last byte tells
+    // that the write has landed. (Not the client's completion first: on
+    // libfabric that comes only once the target has placed the data.)
+    const volatile unsigned char *last = t.data + 4095;
+    const unsigned char want = pattern_byte(0x71, 4095);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (*last != want && std::chrono::steady_clock::now() < limit)
+        std::this_thread::yield();
+    ASSERT_EQ(*last, want) << "the write did not land within 5 s while the target only watched its memory";
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    EXPECT_EQ(t.mismatch(0, 4096, 0x71, 0), -1);
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x72));
 }
 
 // ---- RDMA ----------------------------------------------------------------------------
