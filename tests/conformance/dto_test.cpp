@@ -443,8 +443,8 @@ bool poll_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, std::chrono::seconds limit = 
 // (dapltest -T P, datperf): the provider's own threads must stay out of the
 // pollers' way, not wake at every message (each wake-up takes a CPU from a
 // poller: on the 2-CPU CI machine the ofi plugin's did so at each arrival,
-// and the mean one-way latency was 2.5 times the median). Allowed: about one
-// wake-up per millisecond per IA (a thread that checks on its queues) and a
+// and the mean one-way latency was 2.5 times the median). Allowed: two
+// wake-ups per millisecond per IA (a thread that checks on its queues) and a
 // few more; the messages are counted in thousands.
 TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     constexpr int kWarmup = 300, kRounds = 3000;
@@ -492,7 +492,11 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     ASSERT_EQ(server_failed.load(), 0) << "the server's round that failed";
     ASSERT_GE(sleeps0, 0) << "cannot read /proc/self/task";
     const long woken = sleeps1 - sleeps0;
-    const long allowed = 2 * (static_cast<long>(ms) + 5) + 50; // two IAs
+    // Two IAs, each with a thread that may look once a millisecond, and as
+    // much again: with the CPUs busy elsewhere a descheduled poller looks
+    // quiet, its queue is taken back and rests again (TSan, ctest -j2: 1118
+    // in 445 ms). The old plugin: 2449 in 82 ms.
+    const long allowed = 4 * (static_cast<long>(ms) + 5) + 50;
     std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept "
               << woken << " times (allowed " << allowed << ")\n";
     EXPECT_LE(woken, allowed) << "the provider's threads woke for the messages of a busy-polled ping-pong";
