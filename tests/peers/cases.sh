@@ -43,12 +43,14 @@ verdict_fail() {
 }
 # start_server PROBE PORT CMD...: runs CMD line-buffered, waits until
 # `PROBE PORT` says it listens (tcp_listening, or the caller's $dat_listening
-# for the transport's own listeners).
+# for the transport's own listeners). With $server_cpu (run_client:
+# $client_cpu) set, the peer runs on that CPU only (taskset).
 start_server() {
     local probe=$1 port=$2; shift 2
     server_cmd="$*"
     $probe "$port" && verdict_fail "port $port is already in use before the server starts"
-    timeout -k 5 120 ${peer_preload:+env LD_PRELOAD=$peer_preload} stdbuf -oL -eL "$@" >"$sout" 2>&1 &
+    timeout -k 5 120 ${peer_preload:+env LD_PRELOAD=$peer_preload} ${server_cpu:+taskset -c $server_cpu} \
+        stdbuf -oL -eL "$@" >"$sout" 2>&1 &
     spid=$!
     await_server "$server_wait" $probe "$port"
     case $? in
@@ -60,7 +62,8 @@ start_server() {
 run_client() {
     local limit=$1 rc; shift
     client_cmd="$*"
-    timeout -k 5 "$limit" ${peer_preload:+env LD_PRELOAD=$peer_preload} stdbuf -oL -eL "$@" >"$cout" 2>&1 &
+    timeout -k 5 "$limit" ${peer_preload:+env LD_PRELOAD=$peer_preload} ${client_cpu:+taskset -c $client_cpu} \
+        stdbuf -oL -eL "$@" >"$cout" 2>&1 &
     cpid=$!
     wait "$cpid"; rc=$?
     cpid= client_rc=$rc

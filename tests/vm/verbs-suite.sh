@@ -9,7 +9,8 @@
 # Parts: conformance, peers, peers-ofed (our plugin under OFED's libdat2),
 # peers-ours-cma (OFED's cma provider under our libdat2),
 # baseline (OFED's own cma provider, for the performance numbers), datperf
-# (datperf with perftest and OFED dtest -W side by side); default
+# (datperf with perftest and OFED dtest -W side by side), figures (dtest -W,
+# dapltest -T P and perftest, ours against OFED's, medians of rounds); default
 # conformance peers peers-ofed peers-ours-cma. Prints one line per test, the RESULT lines of
 # the performance cases, and a summary; exits 0 only when every test passed.
 #
@@ -18,7 +19,7 @@
 # not fail the suite. Everything else must pass.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|peers-ours-cma|baseline|datperf]...}
+build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|peers-ours-cma|baseline|datperf|figures]...}
 shift
 build=$(cd "$build" && pwd) || exit 2
 parts=("$@")
@@ -165,6 +166,63 @@ run_datperf() {
     cat "$out.txt"
 }
 
+# The figures of one boot, side by side: OFED dtest -W (a 1-byte RDMA-write
+# ping-pong) and dapltest -T P (RDMA write, 64 KiB x 2, 16 deep) over our
+# plugin and over OFED's cma provider, the same cases with the same options
+# (tests/peers/cases.sh), and perftest's ib_write_lat/ib_send_lat
+# (vm-smoke.sh) on the same device, interleaved, $VERBS_FIGURES_RUNS rounds
+# (default 5). Prints each sample and a table of medians with the ratio of
+# ours to OFED's. Judged: every run of every program passed.
+median_of() { sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+run_figures() {
+    local runs=${VERBS_FIGURES_RUNS:-5} r c pairing log samples
+    log=$(mktemp "${TMPDIR:-/tmp}/verbs-figures.XXXXXX") samples=$(mktemp "${TMPDIR:-/tmp}/verbs-samples.XXXXXX")
+    for r in $(seq 1 "$runs"); do
+        local before
+        before=$(wc -l <"$samples")
+        for c in dtest-W dapltest-P-RW; do
+            for pairing in ours ofed-cma; do
+                if bash "$here/verbs-peers.sh" "$build/lib" "$pairing" "$c" >"$log" 2>&1 \
+                    && grep -q "^RESULT $c " "$log"; then
+                    passed=$((passed + 1))
+                    awk -v p="$pairing" -v c="$c" '$1 == "RESULT" && $2 == c { print p, c, $3, $4 }' "$log" >>"$samples"
+                else
+                    failed=$((failed + 1)); failures+=("figures: round $r, $pairing $c")
+                    note "FAIL  figures round $r: $pairing $c"
+                    tail -n 20 "$log" | sed 's/^/        /'
+                fi
+            done
+        done
+        if bash "$here/vm-smoke.sh" write-lat send-lat >"$log" 2>&1; then
+            passed=$((passed + 1))
+            awk '$1 == "RESULT" { print "perftest", $2, $3, $4 }' "$log" >>"$samples"
+        else
+            failed=$((failed + 1)); failures+=("figures: round $r, perftest")
+            note "FAIL  figures round $r: perftest"
+            tail -n 20 "$log" | sed 's/^/        /'
+        fi
+        note "figures round $r/$runs: $(tail -n +$((before + 1)) "$samples" | awk '{ printf "%s%s %s %s %s", sep, $1, $2, $3, $4; sep = "; " } END { print "" }')"
+    done
+    note "figures: medians of $runs rounds in one boot ($(uname -r), $(nproc) vCPUs)"
+    printf '%-14s %-12s %10s %10s %10s %6s\n' case who median min max ratio
+    local who med ours_med unit vals
+    for c in dtest-W dapltest-P-RW write-lat send-lat; do
+        ours_med=
+        for who in ours ofed-cma perftest; do
+            vals=$(awk -v w="$who" -v c="$c" '$1 == w && $2 == c { print $3 }' "$samples")
+            [ -n "$vals" ] || continue
+            unit=$(awk -v w="$who" -v c="$c" '$1 == w && $2 == c { print $4; exit }' "$samples")
+            med=$(median_of <<<"$vals")
+            [ "$who" = ours ] && ours_med=$med
+            printf '%-14s %-12s %10s %10s %10s %6s %s\n' "$c" "$who" "$med" "$(sort -n <<<"$vals" | head -n 1)" \
+                "$(sort -n <<<"$vals" | tail -n 1)" \
+                "$([ "$who" = ofed-cma ] && [ -n "$ours_med" ] && awk -v a="$ours_med" -v b="$med" 'BEGIN { if (b > 0) printf "%.2f", a / b }')" "$unit"
+        done
+    done
+    note "(ratio: ours / OFED's cma provider; dtest-W is a latency, lower is better; dapltest-P-RW a bandwidth)"
+    rm -f "$log" "$samples"
+}
+
 for part in "${parts[@]}"; do
     case $part in
     conformance) note "---- conformance suites on IA '$ia'"; run_conformance ;;
@@ -175,6 +233,7 @@ for part in "${parts[@]}"; do
         run_peers ours-cma "dtest dtest-W dtestcm dapltest-T-SR dapltest-Q" ;;
     baseline) note "---- baseline: OFED's cma provider"; run_baseline ;;
     datperf) note "---- datperf on '$ia' with perftest and OFED dtest side by side"; run_datperf ;;
+    figures) note "---- one boot's figures: ours and OFED's cma provider, perftest"; run_figures ;;
     *) echo "verbs-suite: unknown part '$part'" >&2; exit 2 ;;
     esac
 done
