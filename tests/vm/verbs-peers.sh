@@ -5,7 +5,7 @@
 # Runs where a verbs device with an IP address exists: inside the Soft-RoCE
 # VM (tests/vm/rxe-vm.sh, which exports DAT2_VM_ADDR), or on RDMA hardware.
 #
-#   verbs-peers.sh <build lib dir> <ours|ofed|ofed-cma|ours-cma> [case]
+#   verbs-peers.sh <build lib dir> <ours|ofed|ofed-cma|ours-cma|ours-scm> [case]
 #
 # Pairings:
 #   ours      our libdat2 (LD_LIBRARY_PATH=<lib dir> shadows OFED's) + our
@@ -15,6 +15,8 @@
 #             baseline the performance results are compared with
 #   ours-cma  our libdat2 + OFED's cma provider: our registry hosts OFED's
 #             providers unchanged (the drop-in replacement of libdat2)
+#   ours-scm  our libdat2 + OFED's scm provider (libdaploscm: connections over
+#             sockets, QPs on the device), the registry's second OFED provider
 # Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm
 #        dapltest-T-SR dapltest-T-RR dapltest-T-RW dapltest-T-V
 #        dapltest-P-RW dapltest-P-RR dapltest-Q
@@ -41,6 +43,8 @@ done
 netdev=${VERBS_PEER_NETDEV:-$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) print $2 }' | head -n 1)}
 [ -n "$netdev" ] || fail "no netdev has the address $addr (set DAT2_VM_ADDR or VERBS_PEER_ADDR)"
 rdma link show 2>/dev/null | grep -q "netdev $netdev\b" || fail "$netdev ($addr) carries no RDMA device (rdma link show)"
+# "link rxe0/1 state ACTIVE physical_state LINK_UP netdev dummy0": the device (scm's dat.conf entry)
+rdma_dev=$(rdma link show 2>/dev/null | awk -v n="$netdev" '$NF == n { split($2, d, "/"); print d[1]; exit }')
 
 peers_start verbs_peers 135
 
@@ -49,10 +53,11 @@ conf=$tmp/dat.conf
 case $pairing in
 ours | ofed) ia=verbs-peer ;;
 ofed-cma | ours-cma) ia=ofa-v2-cma-roe-$netdev ;;
-*) fail "pairing must be ours, ofed, ofed-cma or ours-cma, not '$pairing'" ;;
+ours-scm) ia=ofa-v2-scm-roe-$netdev ;;
+*) fail "pairing must be ours, ofed, ofed-cma, ours-cma or ours-scm, not '$pairing'" ;;
 esac
 case $pairing in
-ours | ours-cma)
+ours | ours-cma | ours-scm)
     libname=libdat2_verbs.so
     export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     want_dat2=$libdir/libdat2.so.2
@@ -68,6 +73,7 @@ esac
 cat >"$conf" <<CONF
 verbs-peer u2.0 nonthreadsafe default $libname dat2.2.0 "address=$addr" ""
 ofa-v2-cma-roe-$netdev u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "$netdev 0" ""
+ofa-v2-scm-roe-$netdev u2.0 nonthreadsafe default libdaploscm.so.2 dapl.2.0 "$rdma_dev 1" ""
 CONF
 export DAT_OVERRIDE=$conf
 
@@ -81,6 +87,9 @@ client_limit=90 server_wait=30 exit_wait=30 line_wait=15
 dtest_args="-B 50 -b 65536" dtestcm_connections=100 iteration_divisor=2
 dtestx_atomics=yes # rxe has IBV_ATOMIC_HCA: dtestx must run its atomics
 dat_listening=cm_listening # rdma_cm listeners are not sockets
+# OFED's scm provider listens on a TCP socket, on the qualifier + 1000.
+scm_listening() { tcp_listening $(($1 + 1000)); }
+[ "$pairing" = ours-scm ] && dat_listening=scm_listening
 # The busy-polling ping-pong on its own vCPU each, as vm-smoke.sh runs
 # perftest: two pollers the guest's scheduler put on one vCPU take turns
 # at the timer tick (4 ms a round trip).

@@ -7,11 +7,11 @@
 #   tests/vm/rxe-vm.sh --rw <build dir> -- tests/vm/verbs-suite.sh <build dir> [part...]
 #
 # Parts: conformance, peers, peers-ofed (our plugin under OFED's libdat2),
-# peers-ours-cma (OFED's cma provider under our libdat2),
+# peers-ours-cma (OFED's cma provider under our libdat2), peers-ours-scm (its scm provider),
 # baseline (OFED's own cma provider, for the performance numbers), datperf
 # (datperf with perftest and OFED dtest -W side by side), figures (dtest -W,
 # dapltest -T P and perftest, ours against OFED's, medians of rounds); default
-# conformance peers peers-ofed peers-ours-cma. Prints one line per test, the RESULT lines of
+# conformance peers peers-ofed peers-ours-cma peers-ours-scm. Prints one line per test, the RESULT lines of
 # the performance cases, and a summary; exits 0 only when every test passed.
 #
 # A conformance test whose premise does not hold on verbs is listed below
@@ -19,11 +19,11 @@
 # not fail the suite. Everything else must pass.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|peers-ours-cma|baseline|datperf|figures]...}
+build=${1:?usage: verbs-suite.sh <build dir> [conformance|peers|peers-ofed|peers-ours-cma|peers-ours-scm|baseline|datperf|figures]...}
 shift
 build=$(cd "$build" && pwd) || exit 2
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(conformance peers peers-ofed peers-ours-cma)
+[ ${#parts[@]} -gt 0 ] || parts=(conformance peers peers-ofed peers-ours-cma peers-ours-scm)
 ia=${VERBS_SUITE_IA:-verbs}
 
 declare -A known_failure=(
@@ -106,8 +106,10 @@ run_conformance() {
     rm -rf "$out"
 }
 
-all_peer_cases="dtest dtest-p dtest-c dtest-W dtest-D dtestcm dtestx dapltest-T-SR dapltest-T-RR dapltest-T-RW
-    dapltest-T-V dapltest-P-RW dapltest-P-RR dapltest-Q"
+all_peer_cases="dtest dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq dtestx dapltest-T-SR dapltest-T-RR dapltest-T-RW
+    dapltest-T-V dapltest-T-V8 dapltest-P-RW dapltest-P-RR dapltest-L-ia dapltest-L-pz dapltest-L-cno dapltest-L-evd
+    dapltest-L-ep dapltest-L-rsp dapltest-L-psp dapltest-L-lmr dapltest-L-rpost dapltest-F-queryinfo dapltest-F-pz
+    dapltest-F-mem dapltest-F-endpoint dapltest-F-hwconn dapltest-F-connmgt dapltest-Q"
 # run_peers PAIRING [CASES]: each case (default all) judged.
 run_peers() {
     local pairing=$1 c log
@@ -231,6 +233,8 @@ for part in "${parts[@]}"; do
     # OFED's own provider under our registry: a few cases prove the hosting.
     peers-ours-cma) note "---- peer programs, our libdat2 with OFED's cma provider"
         run_peers ours-cma "dtest dtest-W dtestcm dapltest-T-SR dapltest-Q" ;;
+    peers-ours-scm) note "---- peer programs, our libdat2 with OFED's scm provider"
+        run_peers ours-scm "dtest dtest-W dapltest-T-SR dapltest-Q" ;;
     baseline) note "---- baseline: OFED's cma provider"; run_baseline ;;
     datperf) note "---- datperf on '$ia' with perftest and OFED dtest side by side"; run_datperf ;;
     figures) note "---- one boot's figures: ours and OFED's cma provider, perftest"; run_figures ;;
