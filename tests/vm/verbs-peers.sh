@@ -37,14 +37,15 @@ ofed_lib=/usr/lib/x86_64-linux-gnu/libdat2.so.2
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 plugin=$libdir/libdat2_verbs.so
 [ -e "$plugin" ] || fail "$plugin missing (build with libibverbs-dev and librdmacm-dev)"
-for p in dtest dtestcm dapltest stdbuf ss rdma timeout; do
-    command -v $p >/dev/null || fail "$p not installed (dtest/dtestcm/dapltest: dapl2-utils; rdma: iproute2)"
+for p in dtest dtestcm dapltest stdbuf ss rdma timeout taskset; do
+    command -v $p >/dev/null || fail "$p not installed (dtest/dtestcm/dapltest: dapl2-utils; rdma: iproute2; taskset: util-linux)"
 done
 netdev=${VERBS_PEER_NETDEV:-$(ip -o -4 addr show | awk -v a="$addr" '{ split($4, p, "/"); if (p[1] == a) print $2 }' | head -n 1)}
 [ -n "$netdev" ] || fail "no netdev has the address $addr (set DAT2_VM_ADDR or VERBS_PEER_ADDR)"
 rdma link show 2>/dev/null | grep -q "netdev $netdev\b" || fail "$netdev ($addr) carries no RDMA device (rdma link show)"
 # "link rxe0/1 state ACTIVE physical_state LINK_UP netdev dummy0": the device (scm's dat.conf entry)
 rdma_dev=$(rdma link show 2>/dev/null | awk -v n="$netdev" '$NF == n { split($2, d, "/"); print d[1]; exit }')
+[ "$pairing" != ours-scm ] || [ -n "$rdma_dev" ] || fail "no RDMA device name for $netdev in 'rdma link show' (the scm entry needs it)"
 
 peers_start verbs_peers 135
 
