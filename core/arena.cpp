@@ -32,16 +32,21 @@ struct Arena::Impl {
     std::mutex mu;
     std::size_t next_chunk = 0; // chunks are committed in address order
     std::size_t max_chunks = 0;
-    // Slot size of each committed chunk, 0 for none; read without the lock.
-    std::atomic<std::uint32_t> *chunk_slot = nullptr;
     std::deque<void *> free_slots[kClasses];
 };
 
-Arena &Arena::instance()
+std::atomic<Arena *> Arena::instance_{nullptr};
+
+Arena &Arena::create_instance() noexcept
 {
     // 1 GiB of address space, committed 64 KiB at a time; never destroyed
-    // so that handles stay checkable until the process ends.
-    static Arena *arena = new Arena(std::size_t(1) << 30);
+    // so that handles stay checkable until the process ends. (Out of
+    // memory here is out of memory at the first DAT call: terminate.)
+    static Arena *arena = [] {
+        auto *a = new Arena(std::size_t(1) << 30);
+        instance_.store(a, std::memory_order_release);
+        return a;
+    }();
     return *arena;
 }
 
@@ -55,16 +60,16 @@ Arena::Arena(std::size_t reserve_bytes) : impl_(new Impl)
     base_ = reinterpret_cast<std::uintptr_t>(p);
     reserved_ = reserve_bytes;
     impl_->max_chunks = reserve_bytes >> kChunkShift;
-    impl_->chunk_slot = new std::atomic<std::uint32_t>[impl_->max_chunks];
+    chunk_slot_ = new std::atomic<std::uint32_t>[impl_->max_chunks];
     for (std::size_t i = 0; i < impl_->max_chunks; ++i)
-        impl_->chunk_slot[i].store(0, std::memory_order_relaxed);
+        chunk_slot_[i].store(0, std::memory_order_relaxed);
 }
 
 Arena::~Arena()
 {
     if (reserved_)
         ::munmap(reinterpret_cast<void *>(base_), reserved_);
-    delete[] impl_->chunk_slot;
+    delete[] chunk_slot_;
     delete impl_;
 }
 
@@ -90,7 +95,7 @@ void *Arena::allocate(std::size_t size) noexcept
             return nullptr;
         }
         ++impl_->next_chunk;
-        impl_->chunk_slot[chunk].store(static_cast<std::uint32_t>(slot), std::memory_order_release);
+        chunk_slot_[chunk].store(static_cast<std::uint32_t>(slot), std::memory_order_release);
     }
     void *p = free_list.front();
     free_list.pop_front();
@@ -103,23 +108,13 @@ void Arena::deallocate(void *p) noexcept
     if (!owns(p))
         return;
     const std::size_t chunk = (reinterpret_cast<std::uintptr_t>(p) - base_) >> kChunkShift;
-    const std::size_t slot = impl_->chunk_slot[chunk].load(std::memory_order_acquire);
+    const std::size_t slot = chunk_slot_[chunk].load(std::memory_order_acquire);
     std::lock_guard<std::mutex> lock(impl_->mu);
     try {
         impl_->free_slots[class_of(slot)].push_back(p);
     } catch (const std::bad_alloc &) {
         // The slot is lost to reuse, never to validation: still type-stable.
     }
-}
-
-bool Arena::owns(const void *p) const noexcept
-{
-    const auto addr = reinterpret_cast<std::uintptr_t>(p);
-    if (addr < base_ || addr - base_ >= reserved_)
-        return false;
-    const std::uintptr_t off = addr - base_;
-    const std::uint32_t slot = impl_->chunk_slot[off >> kChunkShift].load(std::memory_order_acquire);
-    return slot != 0 && (off & (kChunkSize - 1)) % slot == 0;
 }
 
 std::size_t Arena::chunks_in_use() const noexcept

@@ -7,6 +7,7 @@
 // lookup, and reading the header of a freed object is always safe.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -20,7 +21,11 @@ public:
     static constexpr std::size_t kMaxSlot = 16384;
 
     // The process-wide arena of this plugin (each plugin links its own kit).
-    static Arena &instance();
+    // Inline: every DAT call checks its handle through it.
+    static Arena &instance() noexcept {
+        Arena *a = instance_.load(std::memory_order_acquire);
+        return a ? *a : create_instance();
+    }
 
     // Storage for an object of `size` bytes, zero-filled, aligned to 64.
     // nullptr when the reservation is exhausted or size > kMaxSlot.
@@ -31,8 +36,15 @@ public:
 
     // True when `p` is the start of a slot in a committed chunk: live, freed
     // or never used (then zero-filled); the object header tells which.
-    // Lock-free; never touches the memory at `p`.
-    bool owns(const void *p) const noexcept;
+    // Lock-free; never touches the memory at `p`. Inline, as instance().
+    bool owns(const void *p) const noexcept {
+        const auto addr = reinterpret_cast<std::uintptr_t>(p);
+        if (addr < base_ || addr - base_ >= reserved_)
+            return false;
+        const std::uintptr_t off = addr - base_;
+        const std::uint32_t slot = chunk_slot_[off >> kChunkShift].load(std::memory_order_acquire);
+        return slot != 0 && (off & (kChunkSize - 1)) % slot == 0;
+    }
 
     std::size_t chunks_in_use() const noexcept;
 
@@ -42,10 +54,16 @@ public:
     Arena &operator=(const Arena &) = delete;
 
 private:
+    // The first call creates the arena (thread-safe); later ones read instance_.
+    __attribute__((noinline, cold)) static Arena &create_instance() noexcept;
+    static std::atomic<Arena *> instance_;
+
     struct Impl;
     Impl *impl_;
     std::uintptr_t base_ = 0;
     std::size_t reserved_ = 0;
+    // Slot size of each committed chunk, 0 for none; read without a lock.
+    std::atomic<std::uint32_t> *chunk_slot_ = nullptr;
 };
 
 } // namespace dat2::kit

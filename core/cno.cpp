@@ -64,7 +64,7 @@ void cno_notify(Cno &cno, Evd &evd) {
 void cno_release(Cno &cno) {
     evict_waiters(cno.aborted, cno.inside, cno.fd);
     for (Evd *evd : linked_evds(cno)) {
-        std::lock_guard<std::mutex> lock(evd->mu);
+        std::lock_guard<Lock> lock(evd->mu);
         evd->cno = nullptr;
     }
     if (cno.fd >= 0)
@@ -209,7 +209,7 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             for (Evd *evd : evds) {
                 if (hit)
                     break;
-                std::lock_guard<std::mutex> lock(evd->mu);
+                std::lock_guard<Lock> lock(evd->mu);
                 if (!evd->enabled || evd->waiter)
                     continue;
                 std::size_t before = evd->count;

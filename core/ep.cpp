@@ -120,7 +120,7 @@ void normalize_attr(DAT_EP_ATTR &a) {
 
 // (Re)builds the DTO record pools; no DTO may be outstanding.
 void build_pools(Ep &ep) {
-    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    std::lock_guard<Lock> lock(ep.ops_mu);
     std::vector<Op> ops(static_cast<std::size_t>(ep.attr.max_request_dtos + ep.attr.max_recv_dtos));
     ep.ops.swap(ops);
     ep.free_requests = ep.free_recvs = nullptr;
@@ -157,14 +157,14 @@ void op_recycle(Op &op) {
         srq_op_done(op);
         return;
     }
-    std::lock_guard<std::mutex> lock(op.ep->ops_mu);
+    std::lock_guard<Lock> lock(op.ep->ops_mu);
     op_recycle_locked(op);
 }
 
 namespace {
 
 Op *op_take(Ep &ep, bool recv) {
-    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    std::lock_guard<Lock> lock(ep.ops_mu);
     Op *&head = recv ? ep.free_recvs : ep.free_requests;
     Op *op = head;
     if (!op)
@@ -173,6 +173,7 @@ Op *op_take(Ep &ep, bool recv) {
     (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
     if (!recv)
         op->rseq = ep.req_next_rseq++;
+    op->seq = ep.next_seq++;
     return op;
 }
 
@@ -186,7 +187,7 @@ Op *ep_take_op(Ep &ep, Evd &evd, bool recv) {
     // queue; a consumer that never dequeues its request EVD (every send
     // suppressed) still gets its records back.
     {
-        std::lock_guard<std::mutex> lock(evd.mu);
+        std::lock_guard<Lock> lock(evd.mu);
         evd_drain_all_locked(evd);
     }
     evd_wake(evd); // what moved into the EVD wakes its waiter
@@ -209,7 +210,7 @@ DAT_RETURN wait_for_reads(Ep &ep) {
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
         }
         {
-            std::lock_guard<std::mutex> lock(ep.request_evd->mu);
+            std::lock_guard<Lock> lock(ep.request_evd->mu);
             evd_drain_all_locked(*ep.request_evd);
         }
         std::this_thread::yield();
@@ -259,7 +260,10 @@ void detach(Ep &ep) {
         ep.pz->users.fetch_sub(1);
 }
 
-DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+// One instance per kind of DTO: the checks that depend on the kind fold
+// away at compile time (callgrind: ~40 instructions a post).
+template <PostKind kind>
+DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(ep_handle, ep))
@@ -327,7 +331,6 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
         op->operand[0] = ext->operand[0];
         op->operand[1] = ext->operand[1];
     }
-    op->seq = ep->next_seq.fetch_add(1, std::memory_order_relaxed);
     op->state.store(Op::kPosted, std::memory_order_release);
     if (state == DAT_EP_STATE_DISCONNECTED) {
         // dat_ep_post_recv(3DAT): allowed, and flushed at once.
@@ -357,7 +360,17 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, PostKind kind, DAT_COUNT n, DAT_LMR
 
 DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext) {
-    return post_dto(ep, kind, n, iov, cookie, remote, flags, ext);
+    switch (kind) {
+    case PostKind::kSend:
+        return post_dto<PostKind::kSend>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRecv:
+        return post_dto<PostKind::kRecv>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaRead:
+        return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaWrite:
+        return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags, ext);
+    }
+    return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
 }
 
 DAT_RETURN ep_fence_reads(Ep &ep) { return wait_for_reads(ep); }
@@ -365,7 +378,7 @@ DAT_RETURN ep_fence_reads(Ep &ep) { return wait_for_reads(ep); }
 void ep_drain_completions(Ep &ep) {
     with_evds(ep, [](Evd &evd) {
         {
-            std::lock_guard<std::mutex> lock(evd.mu);
+            std::lock_guard<Lock> lock(evd.mu);
             evd_drain_all_locked(evd);
         }
         // What moved out of the queue no longer wakes anyone by itself.
@@ -425,7 +438,7 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
 
 // Takes back every record: nothing of this EP can complete any more.
 static void reclaim_records(Ep &ep) {
-    std::lock_guard<std::mutex> lock(ep.ops_mu);
+    std::lock_guard<Lock> lock(ep.ops_mu);
     for (Op &op : ep.ops)
         if (op.state.load() == Op::kFlushed || op.state.load() == Op::kHeld)
             op_recycle_locked(op);
@@ -768,24 +781,24 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
 
 DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
-    return guarded("dat_ep_post_send", [&] { return post_dto(ep, PostKind::kSend, n, iov, cookie, nullptr, flags); });
+    return guarded("dat_ep_post_send", [&] { return post_dto<PostKind::kSend>(ep, n, iov, cookie, nullptr, flags); });
 }
 
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
-    return guarded("dat_ep_post_recv", [&] { return post_dto(ep, PostKind::kRecv, n, iov, cookie, nullptr, flags); });
+    return guarded("dat_ep_post_recv", [&] { return post_dto<PostKind::kRecv>(ep, n, iov, cookie, nullptr, flags); });
 }
 
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
     return guarded("dat_ep_post_rdma_read",
-                   [&] { return post_dto(ep, PostKind::kRdmaRead, n, iov, cookie, remote, flags); });
+                   [&] { return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags); });
 }
 
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
     return guarded("dat_ep_post_rdma_write",
-                   [&] { return post_dto(ep, PostKind::kRdmaWrite, n, iov, cookie, remote, flags); });
+                   [&] { return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags); });
 }
 
 } // namespace slot

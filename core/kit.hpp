@@ -10,6 +10,7 @@
 // events back through the kit's on_*() functions.
 #pragma once
 
+#include "lock.hpp"
 #include "object.hpp"
 
 #include <algorithm>
@@ -110,7 +111,7 @@ struct Cno : ObjectHeader {
 };
 
 struct Evd : ObjectHeader {
-    std::mutex mu;
+    Lock mu;
     DAT_EVD_FLAGS flags = DAT_EVD_DEFAULT_FLAG;
     DAT_COUNT qlen = 0;
     bool enabled = true;
@@ -218,9 +219,9 @@ struct Ep : ObjectHeader {
     unsigned char event_data[256];
     // DTO records: one pool for requests and one for receives.
     std::vector<Op> ops;
-    std::mutex ops_mu;
+    Lock ops_mu;
     Op *free_requests = nullptr, *free_recvs = nullptr;
-    std::atomic<std::uint64_t> next_seq{0};
+    std::uint64_t next_seq = 0; // Op::seq of the next record taken (under ops_mu)
     // Request completions are reported in posting order (an RC queue; the
     // DAT event model keeps an Event Stream's order) even where the
     // transport completes them out of order (libfabric tcp completes a send
@@ -538,6 +539,8 @@ void fill_provider_table(DAT_PROVIDER &p);
 
 // Event construction.
 DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
+// dto_event() built where it is wanted (an EVD's FIFO slot).
+void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
 // dto_event() of an extended DTO, or of a receive whose completion carries
 // immediate data (core/ext.cpp): DAT_IB_DTO_EVENT with the
 // DAT_IB_EXTENSION_EVENT_DATA of dat_ib_extensions.h.

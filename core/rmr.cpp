@@ -82,7 +82,6 @@ Op *take_bind_op(Ep &ep, Rmr &rmr, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS f
     op->cookie = cookie;
     op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
     op->length = 0;
-    op->seq = ep.next_seq.fetch_add(1, std::memory_order_relaxed);
     op->state.store(Op::kHeld, std::memory_order_release);
     return op;
 }

@@ -78,7 +78,7 @@ void post_pending_low_watermark(Srq &srq) {
 // The distinct recv EVDs of the SRQ's EPs.
 std::vector<Evd *> recv_evds(Srq &srq) {
     std::vector<Evd *> evds;
-    std::lock_guard<std::mutex> lock(srq.mu);
+    std::lock_guard<Lock> lock(srq.mu);
     for (Ep *ep : srq.eps)
         if (ep->recv_evd && std::find(evds.begin(), evds.end(), ep->recv_evd) == evds.end())
             evds.push_back(ep->recv_evd);
@@ -90,7 +90,7 @@ std::vector<Evd *> recv_evds(Srq &srq) {
 void pull_completions(Srq &srq, bool all) {
     for (Evd *evd : recv_evds(srq)) {
         {
-            std::lock_guard<std::mutex> lock(evd->mu);
+            std::lock_guard<Lock> lock(evd->mu);
             if (all)
                 evd_drain_all_locked(*evd);
             else
@@ -105,7 +105,7 @@ void pull_completions(Srq &srq, bool all) {
 DAT_COUNT unreaped(Srq &srq) {
     std::vector<Ep *> eps;
     {
-        std::lock_guard<std::mutex> lock(srq.mu);
+        std::lock_guard<Lock> lock(srq.mu);
         eps = srq.eps;
     }
     auto ours = [&](const DAT_EVENT &e) {
@@ -115,7 +115,7 @@ DAT_COUNT unreaped(Srq &srq) {
     };
     DAT_COUNT n = 0;
     for (Evd *evd : recv_evds(srq)) {
-        std::lock_guard<std::mutex> lock(evd->mu);
+        std::lock_guard<Lock> lock(evd->mu);
         for (std::size_t i = 0; i < evd->count; ++i)
             n += ours(evd->ring[(evd->head + i) & (evd->ring.size() - 1)]);
         for (const DAT_EVENT &e : evd->spill)
@@ -134,7 +134,7 @@ void srq_op_done(Op &op) {
     const Evd *held = op.ep ? op.ep->recv_evd : nullptr;
     bool fire;
     {
-        std::lock_guard<std::mutex> lock(srq.mu);
+        std::lock_guard<Lock> lock(srq.mu);
         give_back_locked(srq, op);
         fire = low_watermark_crossed_locked(srq);
         if (fire && held && (held->flags & DAT_EVD_ASYNC_FLAG)) {
@@ -149,13 +149,13 @@ void srq_op_done(Op &op) {
 void srq_drop(Op &op) { srq_op_done(op); }
 
 void srq_attach(Srq &srq, Ep &ep) {
-    std::lock_guard<std::mutex> lock(srq.mu);
+    std::lock_guard<Lock> lock(srq.mu);
     srq.eps.push_back(&ep);
     srq.users.fetch_add(1);
 }
 
 void srq_detach(Srq &srq, Ep &ep) {
-    std::lock_guard<std::mutex> lock(srq.mu);
+    std::lock_guard<Lock> lock(srq.mu);
     srq.eps.erase(std::remove(srq.eps.begin(), srq.eps.end(), &ep), srq.eps.end());
     srq.users.fetch_sub(1);
 }
@@ -170,7 +170,7 @@ void srq_release(Srq &srq) {
     ia.transport->srq_close(srq);
     {
         // No EP uses the SRQ: what is still queued has nowhere to complete.
-        std::lock_guard<std::mutex> lock(srq.mu);
+        std::lock_guard<Lock> lock(srq.mu);
         if (srq.posted)
             DAT2_LOG(log::kGeneric, "SRQ %p freed with %d receives queued: dropped\n", (void *)&srq, srq.posted);
         for (Op &op : srq.ops)
@@ -251,7 +251,7 @@ DAT_RETURN srq_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_
         // fires at once, the SRQ has no buffers yet.
         bool fire;
         {
-            std::lock_guard<std::mutex> lock(srq->mu);
+            std::lock_guard<Lock> lock(srq->mu);
             fire = low_watermark_crossed_locked(*srq);
         }
         if (fire)
@@ -294,14 +294,14 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE srq_handle, DAT_COUNT n, DAT_LMR_TRIPLET
         }
         Op *op;
         {
-            std::lock_guard<std::mutex> lock(srq->mu);
+            std::lock_guard<Lock> lock(srq->mu);
             op = take_locked(*srq);
         }
         if (!op) {
             // Records come back when their completions are read: a consumer
             // that does not poll its recv EVDs still gets them.
             pull_completions(*srq, true);
-            std::lock_guard<std::mutex> lock(srq->mu);
+            std::lock_guard<Lock> lock(srq->mu);
             op = take_locked(*srq);
         }
         if (!op)
@@ -313,7 +313,7 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE srq_handle, DAT_COUNT n, DAT_LMR_TRIPLET
         op->state.store(Op::kPosted, std::memory_order_release);
         DAT_RETURN r = srq->ia->transport->srq_post(*srq, *op, segs, nsegs);
         if (r != DAT_SUCCESS) {
-            std::lock_guard<std::mutex> lock(srq->mu);
+            std::lock_guard<Lock> lock(srq->mu);
             give_back_locked(*srq, *op);
         }
         post_pending_low_watermark(*srq);
@@ -339,7 +339,7 @@ DAT_RETURN srq_query(DAT_SRQ_HANDLE srq_handle, DAT_SRQ_PARAM_MASK mask, DAT_SRQ
             pull_completions(*srq, false);
             waiting = unreaped(*srq);
         }
-        std::lock_guard<std::mutex> lock(srq->mu);
+        std::lock_guard<Lock> lock(srq->mu);
         if (mask & DAT_SRQ_FIELD_IA_HANDLE)
             ia_handle_for_consumer(srq->ia, &param->ia_handle);
         if (mask & DAT_SRQ_FIELD_SRQ_STATE)
@@ -371,7 +371,7 @@ DAT_RETURN srq_resize(DAT_SRQ_HANDLE srq_handle, DAT_COUNT max_recv_dtos) {
             return invalid_arg(2);
         post_pending_low_watermark(*srq);
         const DAT_COUNT waiting = unreaped(*srq);
-        std::lock_guard<std::mutex> lock(srq->mu);
+        std::lock_guard<Lock> lock(srq->mu);
         // dat_srq_resize(3DAT): never below what is outstanding (queued,
         // at EPs, or completed and not reaped), nor below the low watermark.
         if (max_recv_dtos < srq->posted + waiting || max_recv_dtos < srq->low_watermark)
@@ -391,7 +391,7 @@ DAT_RETURN srq_set_lw(DAT_SRQ_HANDLE srq_handle, DAT_COUNT low_watermark) {
         post_pending_low_watermark(*srq);
         bool fire;
         {
-            std::lock_guard<std::mutex> lock(srq->mu);
+            std::lock_guard<Lock> lock(srq->mu);
             if (low_watermark < 0 || low_watermark > srq->max_recv_dtos)
                 return invalid_arg(2);
             srq->low_watermark = low_watermark;
@@ -439,11 +439,11 @@ DAT_RETURN ep_recv_query(DAT_EP_HANDLE ep_handle, DAT_COUNT *nbufs_allocated, DA
             // dat_ep_recv_query(3DAT): without an SRQ a buffer is allocated
             // to the EP when posted, until its completion is generated.
             if (ep->recv_evd) {
-                std::lock_guard<std::mutex> lock(ep->recv_evd->mu);
+                std::lock_guard<Lock> lock(ep->recv_evd->mu);
                 evd_fill_locked(*ep->recv_evd);
             }
             allocated = 0;
-            std::lock_guard<std::mutex> lock(ep->ops_mu);
+            std::lock_guard<Lock> lock(ep->ops_mu);
             for (const Op &op : ep->ops)
                 allocated += op.is_recv && op.state.load(std::memory_order_acquire) == Op::kPosted;
         }

@@ -29,7 +29,7 @@ struct Srq : ObjectHeader {
     // on the SRQ posts it.
     std::atomic<bool> lw_pending{false};
 
-    std::mutex mu; // everything below
+    Lock mu; // everything below
     DAT_COUNT max_recv_dtos = 0;
     DAT_COUNT low_watermark = DAT_SRQ_LW_DEFAULT;
     bool lw_armed = false;

@@ -65,7 +65,7 @@ void VerbsTransport::cq_close(kit::Evd &evd) {
                 destroy_qp(*vep);
     }
     {
-        std::lock_guard<std::mutex> lock(c->mu);
+        std::lock_guard<kit::Lock> lock(c->mu);
         ibv_cq *ev_cq;
         void *ev_ctx;
         while (ibv_get_cq_event(c->channel, &ev_cq, &ev_ctx) == 0)
@@ -88,7 +88,7 @@ CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
                  ia_.name.c_str(), depth, dev_attr_.max_cqe);
         return nullptr;
     }
-    std::lock_guard<std::mutex> lock(c.mu);
+    std::lock_guard<kit::Lock> lock(c.mu);
     for (CqPart &p : c.parts) {
         if (p.committed + depth <= p.cq->cqe) {
             p.committed += depth;
@@ -133,7 +133,7 @@ CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
 void VerbsTransport::cq_uncommit(VerbsCq &c, CqPart *part, int depth) {
     if (&c == null_cq_ || !part)
         return;
-    std::lock_guard<std::mutex> lock(c.mu);
+    std::lock_guard<kit::Lock> lock(c.mu);
     part->committed -= depth;
 }
 
@@ -210,7 +210,7 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
 
 int VerbsTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     VerbsCq &c = cq_ref(evd);
-    std::lock_guard<std::mutex> lock(c.mu);
+    std::lock_guard<kit::Lock> lock(c.mu);
     int n = 0;
     while (n < max && c.stash_count > 0) {
         n += translate(c.stash[c.stash_head++], out[n]);
@@ -245,7 +245,7 @@ int VerbsTransport::cq_fd(kit::Evd &evd) { return cq_ref(evd).channel->fd; }
 
 bool VerbsTransport::cq_arm(kit::Evd &evd) {
     VerbsCq &c = cq_ref(evd);
-    std::lock_guard<std::mutex> lock(c.mu);
+    std::lock_guard<kit::Lock> lock(c.mu);
     // Only an armed CQ can have raised a notification (reading the channel
     // is a system call: not when nothing can be there).
     if (c.armed) {

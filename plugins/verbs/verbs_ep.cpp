@@ -239,7 +239,7 @@ void VerbsTransport::ep_close(kit::Ep &ep) {
     // take them in while it exists.
     for (kit::Evd *evd : {ep.request_evd, ep.recv_evd}) {
         if (evd && evd->cq) {
-            std::lock_guard<std::mutex> lock(evd->mu);
+            std::lock_guard<kit::Lock> lock(evd->mu);
             kit::evd_drain_all_locked(*evd);
         }
     }
