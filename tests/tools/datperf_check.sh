@@ -9,7 +9,7 @@
 # CASE: pingpong, pingpong-wait, write-lat, write, read, send, conn-rate,
 # compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
 # --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
-# bad-provider (unknown name; entry whose library does not load).
+# bad-provider (unknown name; entry whose library does not load), pin (--pin).
 set -u
 datperf=$1 case=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/datperf-check.XXXXXX") || exit 1
@@ -190,6 +190,44 @@ ofed-libdat2)
     judge_table "write:" 5 2 2 5
     judge_table "conn-rate:" 6 1 1 3 4 5 6
     judge_json pingpong 2
+    ;;
+pin)
+    # --server --pin N: the waiting server runs on CPU N only (read back
+    # from /proc), then serves a pinned client.
+    ncpu=$(nproc)
+    last=$((ncpu - 1))
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    timeout 100 "$datperf" --server --port "$port" --timeout 20 --pin "$last" >"$tmp/server.out" 2>"$tmp/server.err" &
+    server_pid=$!
+    for _ in $(seq 100); do grep -q "waiting for a client" "$tmp/server.out" && break; sleep 0.1; done
+    grep -q "waiting for a client" "$tmp/server.out" || { cat "$tmp/server.out" "$tmp/server.err"; fail "the server does not listen"; }
+    dp=$(cat "/proc/$server_pid/task/$server_pid/children" 2>/dev/null | awk '{ print $1 }') # timeout's child
+    [ -n "$dp" ] || fail "cannot find the datperf server under timeout (pid $server_pid)"
+    allowed=$(awk '$1 == "Cpus_allowed_list:" { print $2 }' "/proc/$dp/status")
+    [ "$allowed" = "$last" ] || fail "datperf --server --pin $last runs on CPUs '$allowed'"
+    echo "ok: --server --pin $last: Cpus_allowed_list $allowed"
+    run --connect 127.0.0.1 --port "$port" --pin 0 pingpong --sizes 1 -n 100
+    expect_ok
+    wait "$server_pid"; server_pid=
+    grep -q "this client on CPU 0" "$tmp/out" || fail "the table does not say the client was pinned"
+    # One-command mode, peers included when fi_pingpong is here.
+    compare=
+    command -v fi_pingpong >/dev/null && compare="--compare --peer-repeats 1"
+    run pingpong --sizes 1,4k -n 200 --pin 0,"$last" $compare
+    expect_ok
+    grep -q "server in a child process on CPU 0, client on CPU $last" "$tmp/out" || fail "the table does not say how it was pinned"
+    judge_table "pingpong:" 7 2 2 3 4 5 7
+    if [ -n "$compare" ]; then
+        grep -q "^vs fi_pingpong" "$tmp/out" || fail "no fi_pingpong figures with --pin"
+        grep -qi "fail" "$tmp/out" && fail "a pinned peer failed"
+    fi
+    # Bad CPUs: not a number is usage (2); a CPU this host lacks fails (1) saying so.
+    run --pin 0,x
+    [ "$rc" = 2 ] || fail "--pin 0,x: exit status $rc, expected 2"
+    run pingpong --sizes 1 -n 10 --pin 0,"$ncpu"
+    [ "$rc" = 1 ] || fail "--pin 0,$ncpu (no such CPU): exit status $rc, expected 1"
+    grep -q "cannot run on CPU $ncpu" "$tmp/err" || fail "--pin 0,$ncpu: no clear message: $(head -3 "$tmp/err")"
+    echo "ok: --pin: pinned runs, a bad CPU refused"
     ;;
 bad-provider)
     run -P no-such-ia

@@ -145,15 +145,19 @@ run_baseline() {
 }
 
 # datperf on the verbs IA with its RDMA peers side by side (perftest on the
-# same device, OFED dtest -W through OFED's cma provider): the table, JSON
-# and plot land in the build directory (shared with the host by --rw).
+# same device, OFED dtest -W through OFED's cma provider), all pinned: the
+# table, JSON and plot land in the build directory (shared with the host by --rw).
 # Judged: datperf exits 0 and every peer ran (a peer that failed shows as
 # "failed" in the table).
 run_datperf() {
     local out=$build/datperf-verbs
     local dev
     dev=$(ls /sys/class/infiniband 2>/dev/null | head -n 1)
-    if "$build/bin/datperf" -P "$ia" --no-progress --runs 3 --peer-repeats 3 \
+    # Pinned, server on vCPU 0 and client on vCPU 1, the peers likewise:
+    # as perftest is run (vm-smoke.sh) and dtest -W (figures).
+    local pin=
+    [ "$(nproc)" -ge 2 ] && pin="--pin 0,1"
+    if "$build/bin/datperf" -P "$ia" --no-progress --runs 3 --peer-repeats 3 $pin \
         --compare=ib_send_lat,ib_write_lat,ib_write_bw,dtest ${dev:+--peer-device "$dev"} --peer-gid 1 \
         --sizes 1,64,4k,64k pingpong,write-lat,write \
         --json="$out.json" --plot "$out.png" >"$out.txt" 2>"$out.err"; then

@@ -66,7 +66,16 @@ struct Options {
     std::string json_path, csv_path, plot_path;
     int progress = -1;                    // -1: when stderr is a terminal
     double timeout_s = 30;                // longest wait for one event before giving up
+    // --pin: CPUs of the server and the client (one-command mode; the peers
+    // of --compare too), or of this process (--server, --connect); -1: unpinned.
+    int server_cpu = -1, client_cpu = -1;
 };
+
+// Binds the calling process to `cpu` (sched_setaffinity); -1 does nothing.
+// False with *error when the CPU is not one this process may use.
+bool pin_to_cpu(int cpu, std::string *error);
+// Whether this process may run on `cpu` (checked before any child starts).
+bool cpu_usable(int cpu, std::string *error);
 
 constexpr long kDefaultPort = 47111;
 

@@ -161,6 +161,8 @@ struct Peers {
             req.gid_index = opt.peer_gid;
             req.netdev = interface_of(session.server_address);
             req.timeout_s = opt.timeout_s;
+            req.server_cpu = opt.server_cpu;
+            req.client_cpu = opt.client_cpu;
             run_peer(*peer, req, opt.peer_repeats, &*it, opt.progress > 0);
         }
     }
@@ -267,6 +269,11 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
         throw Error(std::string("pipe: ") + std::strerror(errno));
     pid_t server = fork_child([&] {
         close_all({ready[0], results[0], results[1], go[0], go[1]});
+        std::string error;
+        if (!pin_to_cpu(opt.server_cpu, &error)) {
+            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+            return 1; // the parent sees no listener and stops
+        }
         return run_server(opt, ia_name, ready[1]);
     });
     close(ready[1]);
@@ -292,6 +299,11 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
 
     pid_t client = fork_child([&] {
         close_all({results[0], go[1]});
+        std::string error;
+        if (!pin_to_cpu(opt.client_cpu, &error)) {
+            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+            return 1;
+        }
         std::FILE *out = fdopen(results[1], "w");
         if (!out)
             return 1;
@@ -393,6 +405,20 @@ int run(const Options &opt)
         return 1;
     }
 
+    for (int cpu : {opt.server_cpu, opt.client_cpu}) {
+        std::string error;
+        if (cpu >= 0 && !cpu_usable(cpu, &error)) {
+            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+            return 1;
+        }
+    }
+    if (opt.role != Role::Loopback) {
+        std::string error;
+        if (!pin_to_cpu(opt.server_cpu, &error)) {
+            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+            return 1;
+        }
+    }
     if (opt.role == Role::Server)
         return run_server(opt, ia_name, -1);
 
@@ -417,11 +443,16 @@ int run(const Options &opt)
     Report report;
     if (opt.role == Role::Client) {
         report.mode = "two hosts";
+        if (opt.client_cpu >= 0)
+            report.mode += " (this client on CPU " + std::to_string(opt.client_cpu) + ")";
         SessionResults r = run_client(opt, ia_name, opt.host, static_cast<DAT_CONN_QUAL>(opt.port));
         report.info = r.info;
         add_run(&report, r.tests);
     } else {
         report.mode = "one command (server in a child process)";
+        if (opt.server_cpu >= 0)
+            report.mode = "one command (server in a child process on CPU " + std::to_string(opt.server_cpu) +
+                          ", client on CPU " + std::to_string(opt.client_cpu) + ", peers likewise)";
         for (int k = 0; k < opt.runs; ++k) {
             if (opt.progress > 0 && opt.runs > 1) {
                 std::fprintf(stderr, "\rdatperf: run %d of %d   ", k + 1, opt.runs);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sched.h>
 #include <set>
 
 namespace datperf {
@@ -42,6 +43,31 @@ const WorkloadInfo *find_workload(const std::string &name)
 }
 
 const char *completion_name(Completion c) { return c == Completion::Poll ? "poll" : "wait"; }
+
+bool cpu_usable(int cpu, std::string *error)
+{
+    cpu_set_t allowed;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
+        !CPU_ISSET(cpu, &allowed)) {
+        *error = "cannot run on CPU " + std::to_string(cpu) + " (--pin): not one this process may use";
+        return false;
+    }
+    return true;
+}
+
+bool pin_to_cpu(int cpu, std::string *error)
+{
+    if (cpu < 0)
+        return true;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        *error = "cannot run on CPU " + std::to_string(cpu) + " (--pin): " + std::strerror(errno);
+        return false;
+    }
+    return true;
+}
 
 bool parse_size(const std::string &text, std::uint64_t *out)
 {
@@ -126,6 +152,10 @@ void usage(std::FILE *out)
         "  --port N            connection qualifier (default %ld with --server and\n"
         "                      --connect; in one-command mode any free one)\n"
         "  --timeout SEC       give up when nothing happens for SEC seconds (default 30)\n"
+        "  --pin S,C           run the server on CPU S and the client on CPU C, the peers\n"
+        "                      of --compare too (two busy pollers on two CPUs, as\n"
+        "                      perftest is usually run); with --server or --connect:\n"
+        "                      --pin N, this process on CPU N\n"
         "\n"
         "outputs:\n"
         "  --json[=FILE]       JSON; on stdout instead of the table, or into FILE\n"
@@ -196,6 +226,7 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
     *exit_code = 2;
     std::set<std::uint64_t> sizes;
     bool sizes_given = false;
+    std::size_t pin_given = 0;
     auto bad = [&](const std::string &msg) {
         std::fprintf(stderr, "datperf: %s (datperf --help for usage)\n", msg.c_str());
         return false;
@@ -342,6 +373,21 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
         } else if (a == "--peer-device") {
             if (!need(&opt->peer_device) || opt->peer_device.empty())
                 return bad("--peer-device needs an RDMA device name (ibv_devices lists them)");
+        } else if (a == "--pin") {
+            if (!need(&v))
+                return bad("--pin needs CPUS: S,C (one-command mode) or N (--server, --connect)");
+            std::vector<long> cpus;
+            for (const auto &item : split(v, ',')) {
+                long cpu = 0;
+                if (!parse_long(item, 0, CPU_SETSIZE - 1, &cpu))
+                    return bad("--pin: '" + item + "' is not a CPU number");
+                cpus.push_back(cpu);
+            }
+            if (cpus.size() > 2)
+                return bad("--pin takes one or two CPU numbers, not '" + v + "'");
+            opt->server_cpu = static_cast<int>(cpus[0]);
+            opt->client_cpu = static_cast<int>(cpus.back());
+            pin_given = cpus.size();
         } else if (a == "--peer-gid") {
             if (!number(0, 255, &n))
                 return false;
@@ -378,6 +424,10 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
     if (opt->role == Role::Server && (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() ||
                                       !opt->plot_path.empty()))
         return bad("the server measures nothing: give --json, --csv and --plot to the client");
+    if (pin_given == 1 && opt->role == Role::Loopback)
+        return bad("--pin needs two CPUs in one-command mode: S,C (server, client)");
+    if (pin_given == 2 && opt->role != Role::Loopback)
+        return bad("--pin takes one CPU with --server or --connect (this process)");
     if (opt->role != Role::Loopback && opt->port < 0)
         opt->port = kDefaultPort;
     *exit_code = 0;

@@ -89,7 +89,7 @@ struct PairSpec {
 // collects the client's output (the server gets 10 s to end after it).
 // False with *error: a side that cannot start, a server that never listens,
 // a client that hangs or fails.
-bool run_pair(const PairSpec &spec, double timeout_s, std::string *client_output, std::string *command,
+bool run_pair(const PairSpec &spec, const PeerRequest &req, std::string *client_output, std::string *command,
               std::string *error)
 {
     std::string prefix;
@@ -102,7 +102,7 @@ bool run_pair(const PairSpec &spec, double timeout_s, std::string *client_output
         return false;
     }
     Process srv, cli;
-    if (!srv.start(spec.server, spec.env, error))
+    if (!srv.start(spec.server, spec.env, req.server_cpu, error))
         return false;
     // The clients do not retry: start one once the server listens.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -118,10 +118,10 @@ bool run_pair(const PairSpec &spec, double timeout_s, std::string *client_output
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (!cli.start(spec.client, spec.env, error))
+    if (!cli.start(spec.client, spec.env, req.client_cpu, error))
         return false;
     int status = 0;
-    const double limit = std::max(60.0, timeout_s * 4);
+    const double limit = std::max(60.0, req.timeout_s * 4);
     if (!cli.wait(limit, &status)) {
         *error = "the " + spec.tool + " client still runs after " + std::to_string(static_cast<int>(limit)) + " s";
         return false;
@@ -178,7 +178,7 @@ public:
                 if (!std::getenv(var))
                     spec.env.push_back(std::string(var) + "=lo");
         std::string out;
-        return run_pair(spec, req.timeout_s, &out, command, error) &&
+        return run_pair(spec, req, &out, command, error) &&
                parse_fi_pingpong(out, req.size, latency_us, mb_s, error);
     }
 };
@@ -231,7 +231,7 @@ public:
         spec.server = spec.client = common;
         spec.client.push_back(req.address);
         std::string out;
-        return run_pair(spec, req.timeout_s, &out, command, error) &&
+        return run_pair(spec, req, &out, command, error) &&
                parse_perftest(out, latency_, req.size, latency_us, mb_s, error);
     }
 
@@ -286,7 +286,7 @@ public:
         spec.server.push_back("-s");
         spec.client.insert(spec.client.end(), {"-h", req.address});
         std::string out;
-        return run_pair(spec, req.timeout_s, &out, command, error) &&
+        return run_pair(spec, req, &out, command, error) &&
                parse_dtest_pingpong(out, latency_us, mb_s, error);
     }
     ~DtestW() override

@@ -29,6 +29,7 @@ struct PeerRequest {
     int gid_index = -1;   // their GID index (-x), -1: theirs
     std::string netdev;   // the network interface holding `address` (OFED's dat.conf entry)
     double timeout_s = 30;
+    int server_cpu = -1, client_cpu = -1; // --pin: both sides of the peer where ours run
 };
 
 class ComparePeer {

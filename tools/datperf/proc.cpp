@@ -2,10 +2,13 @@
 // datperf: running other programs.
 #include "proc.hpp"
 
+#include "datperf.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,9 +33,18 @@ Process::~Process()
         unlink(out_path_.c_str());
 }
 
-bool Process::start(const std::vector<std::string> &argv, const std::vector<std::string> &env, std::string *error)
+bool Process::start(const std::vector<std::string> &argv, const std::vector<std::string> &env, int cpu,
+                    std::string *error)
 {
     std::string path;
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (cpu >= 0) {
+        // Checked here, where it can be said: the child only applies it.
+        if (!cpu_usable(cpu, error))
+            return false;
+        CPU_SET(cpu, &cpus);
+    }
     if (argv.empty() || !find_program(argv[0], &path)) {
         *error = (argv.empty() ? std::string("nothing") : argv[0]) + " not found on PATH";
         return false;
@@ -78,6 +90,8 @@ bool Process::start(const std::vector<std::string> &argv, const std::vector<std:
             dup2(devnull, 0);
         dup2(fd, 1);
         dup2(fd, 2);
+        if (cpu >= 0 && sched_setaffinity(0, sizeof cpus, &cpus) != 0)
+            _exit(126);
         execve(path.c_str(), args.data(), envp.data());
         _exit(127);
     }

@@ -479,7 +479,7 @@ bool write_plot(const std::string &path, const Report &r, std::string *error)
         return false;
     }
     Process gp;
-    bool ok = gp.start({"gnuplot", script_path}, {}, error);
+    bool ok = gp.start({"gnuplot", script_path}, {}, -1, error);
     int status = 0;
     if (ok && !gp.wait(60, &status)) {
         *error = "gnuplot still runs after 60 s";
