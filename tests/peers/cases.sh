@@ -16,6 +16,9 @@
 # peer_preload: a library the peer programs (not the script's tools) preload,
 # e.g. the TSan runtime for our TSan-built libraries (tests/peers/tsan_peers.sh).
 : "${peer_preload:=}"
+# PEER_CLIENT_WRAPPER: a command the client runs under, e.g. valgrind
+# --tool=callgrind (docs/performance.md profiles dtest -W that way).
+: "${PEER_CLIENT_WRAPPER:=}"
 : "${dtestx_atomics:=no}"     # yes: the IA offers fetch and add and compare and swap
 
 # ---- running both sides --------------------------------------------------------
@@ -63,7 +66,7 @@ run_client() {
     local limit=$1 rc; shift
     client_cmd="$*"
     timeout -k 5 "$limit" ${peer_preload:+env LD_PRELOAD=$peer_preload} ${client_cpu:+taskset -c $client_cpu} \
-        stdbuf -oL -eL "$@" >"$cout" 2>&1 &
+        stdbuf -oL -eL $PEER_CLIENT_WRAPPER "$@" >"$cout" 2>&1 &
     cpid=$!
     wait "$cpid"; rc=$?
     cpid= client_rc=$rc

@@ -84,7 +84,7 @@ resolved=$(ldd "$(command -v dtest)" | awk '$1 == "libdat2.so.2" { print $3 }')
 echo "pairing $pairing: libdat2 $resolved, IA $ia ($addr on $netdev), case $case"
 
 # A slower device in a small VM: longer limits, smaller runs.
-client_limit=90 server_wait=30 exit_wait=30 line_wait=15
+: "${client_limit:=90}"; server_wait=30 exit_wait=30 line_wait=15
 dtest_args="-B 50 -b 65536" dtestcm_connections=100 iteration_divisor=2
 dtestx_atomics=yes # rxe has IBV_ATOMIC_HCA: dtestx must run its atomics
 dat_listening=cm_listening # rdma_cm listeners are not sockets
