@@ -56,6 +56,10 @@ void ring_pop_locked(Evd &evd, DAT_EVENT &out) {
 // events already spilled (order holds) a new spill entry. Draining
 // everything may exceed qlen.
 DAT_EVENT &completion_slot_locked(Evd &evd) {
+    if (DAT_EVENT *e = evd.direct) {
+        evd.direct = nullptr; // the consumer's buffer: built there, never queued
+        return *e;
+    }
     if (!evd.spill.empty() || evd.count == capacity(evd)) {
         evd.spill.emplace_back();
         return evd.spill.back();
@@ -483,8 +487,18 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
         return r;
     // Under evd->mu: a plain increment, no locked instruction.
     evd->dequeues.store(evd->dequeues.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (evd->count == 0)
+    if (evd->count == 0) {
+        // Nothing queued: the first completion read is the oldest event, so
+        // it is built straight into the caller's buffer (no FIFO slot, no
+        // second copy); whatever else the read brings is queued behind it.
+        const bool direct = evd->spill.empty();
+        if (direct)
+            evd->direct = event;
         evd_fill_locked(*evd);
+        if (direct && !evd->direct)
+            return DAT_SUCCESS;
+        evd->direct = nullptr;
+    }
     if (evd->count == 0)
         return kQueueEmpty;
     ring_pop_locked(*evd, *event);

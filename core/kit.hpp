@@ -125,6 +125,10 @@ struct Evd : ObjectHeader {
     // Provider-generated events (connections, flushes) that did not fit: never
     // lost, delivered after the ring drains.
     std::deque<DAT_EVENT> spill;
+    // While dat_evd_dequeue reads the transport's queue with the FIFO and
+    // the spill empty: the consumer's buffer, where the first completion
+    // event is built (it is the oldest); cleared once used.
+    DAT_EVENT *direct = nullptr;
     Cno *cno = nullptr;
     int wake_fd = -1;                 // eventfd: software and CM events, unwaitable
     void *cq = nullptr;               // the transport's completion queue (DTO EVDs)
