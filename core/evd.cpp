@@ -477,32 +477,39 @@ DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle) {
 }
 
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
-    Evd *evd;
-    if (DAT_RETURN r = handle_cast(evd_handle, evd))
-        return r;
-    if (!event)
-        return invalid_arg(2);
-    std::lock_guard<Lock> lock(evd->mu);
-    if (DAT_RETURN r = evd_check_dequeuer(*evd))
-        return r;
-    // Under evd->mu: a plain increment, no locked instruction.
-    evd->dequeues.store(evd->dequeues.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    if (evd->count == 0) {
-        // Nothing queued: the first completion read is the oldest event, so
-        // it is built straight into the caller's buffer (no FIFO slot, no
-        // second copy); whatever else the read brings is queued behind it.
-        const bool direct = evd->spill.empty();
-        if (direct)
-            evd->direct = event;
-        evd_fill_locked(*evd);
-        if (direct && !evd->direct)
-            return DAT_SUCCESS;
-        evd->direct = nullptr;
-    }
-    if (evd->count == 0)
-        return kQueueEmpty;
-    ring_pop_locked(*evd, *event);
-    return DAT_SUCCESS;
+    return guarded("dat_evd_dequeue", [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        if (!event)
+            return invalid_arg(2);
+        std::lock_guard<Lock> lock(evd->mu);
+        if (DAT_RETURN r = evd_check_dequeuer(*evd))
+            return r;
+        // Under evd->mu: a plain increment, no locked instruction.
+        evd->dequeues.store(evd->dequeues.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (evd->count == 0) {
+            // Nothing queued: the first completion read is the oldest event,
+            // so it is built straight into the caller's buffer (no FIFO slot,
+            // no second copy); whatever else the read brings queues behind it.
+            // Cleared on every way out, a throw included: a later fill must
+            // never write into this call's buffer.
+            struct ClearDirect {
+                Evd &evd;
+                ~ClearDirect() { evd.direct = nullptr; }
+            } clear{*evd};
+            const bool direct = evd->spill.empty();
+            if (direct)
+                evd->direct = event;
+            evd_fill_locked(*evd);
+            if (direct && !evd->direct)
+                return DAT_SUCCESS;
+        }
+        if (evd->count == 0)
+            return kQueueEmpty;
+        ring_pop_locked(*evd, *event);
+        return DAT_SUCCESS;
+    });
 }
 
 DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT *event,

@@ -11,10 +11,14 @@
 // that is descheduled, or a transport call under an EVD's lock that blocks
 // (libfabric progress), costs waiters no CPU. The futex protocol is the
 // classic three-state one (0 free, 1 held, 2 held and maybe waited for).
-// Thread sanitizer sees the acquire/release pairs on the state word.
+// Thread sanitizer sees the acquire/release pairs on the state word (it no
+// longer sees a mutex: no lock-order reports for these locks). Not fair,
+// like glibc's default mutex: a thread that takes it again at once can keep
+// a woken waiter waiting.
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <linux/futex.h>
 #include <sys/syscall.h>
@@ -65,12 +69,16 @@ private:
                 return;
         }
         // From here on the holder must wake someone: mark the word 2.
+        const int saved_errno = errno; // a lock leaves errno alone, as pthread_mutex_lock does
         while (state_.exchange(2, std::memory_order_acquire) != 0)
             syscall(SYS_futex, word(), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
+        errno = saved_errno;
     }
 
     __attribute__((noinline)) void wake_one() noexcept {
+        const int saved_errno = errno;
         syscall(SYS_futex, word(), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+        errno = saved_errno;
     }
 
     std::atomic<int> state_{0};
