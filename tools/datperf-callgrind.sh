@@ -1,9 +1,14 @@
 #!/bin/bash
 # Instruction counts of the polling ping-pong: how many instructions one
-# post + completion costs inside DAT (libdat2 + libdat2_ofi: registry,
-# kit and plugin) and inside libfabric, measured with callgrind.
+# post + completion costs inside DAT (libdat2 + the plugin: registry, kit
+# and transport code) and inside the transport underneath (libfabric, or
+# libibverbs and its device provider), measured with callgrind.
 #
-#   tools/datperf-callgrind.sh [--build DIR] [-P IA] [--size BYTES] [--iters N] [--keep DIR]
+#   tools/datperf-callgrind.sh [--build DIR] [-P IA] [--address A] [--size BYTES] [--iters N] [--keep DIR]
+#
+# --address: where the client connects (default 127.0.0.1; a verbs IA
+# needs its device's address: in the rxe VM, $DAT2_VM_ADDR), e.g.
+#   tests/vm/rxe-vm.sh -- tools/datperf-callgrind.sh -P verbs --address 10.0.0.1 --size 1
 #
 # The client of `datperf --connect` runs under callgrind, collecting only
 # inside its measured loop (--toggle-collect=*client_pingpong*, main
@@ -22,15 +27,16 @@
 # collected.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$top/build ia=ofi-tcp size=64 iters=2000 keep=
+build=$top/build ia=ofi-tcp size=64 iters=2000 keep= address=${DAT2_VM_ADDR:-127.0.0.1}
 while [ $# -gt 0 ]; do
     case $1 in
     --build) build=$2; shift 2 ;;
     -P | --provider) ia=$2; shift 2 ;;
+    --address) address=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "datperf-callgrind: unknown argument '$1' (--help)" >&2; exit 2 ;;
     esac
 done
@@ -69,7 +75,7 @@ measure() {
     grep -q "waiting for a client" "$tmp/$name.server" || { cat "$tmp/$name.server" >&2; echo "datperf-callgrind: the server did not start" >&2; exit 1; }
     valgrind --tool=callgrind --separate-threads=yes --toggle-collect='*client_pingpong*' \
         --callgrind-out-file="$tmp/$name.out.%p" \
-        "$datperf" --connect 127.0.0.1 --port "$port" -P "$ia" --no-progress --timeout 300 \
+        "$datperf" --connect "$address" --port "$port" -P "$ia" --no-progress --timeout 300 \
         pingpong --poll --sizes "$size" -n "$iters" --warmup 0 >"$tmp/$name.client" 2>"$tmp/$name.valgrind" \
         || { tail -20 "$tmp/$name.valgrind" "$tmp/$name.client" >&2; echo "datperf-callgrind: the client failed" >&2; exit 1; }
     wait "$server_pid" || true
@@ -94,12 +100,14 @@ SYSTEM = re.compile(r"/(libc|ld-linux[^/]*|libstdc\+\+|libm|libgcc_s|libpthread)
 
 def category(obj):
     base = obj.rsplit("/", 1)[-1]
-    if base.startswith("libdat2_ofi"):
-        return "libdat2_ofi"
+    if base.startswith("libdat2_"):
+        return base.split(".")[0]  # the plugin: libdat2_ofi, libdat2_verbs
     if base.startswith("libdat2"):
         return "libdat2"
     if base.startswith("libfabric"):
         return "libfabric"
+    if "/libibverbs/" in obj or base.startswith(("libibverbs", "librdmacm")):
+        return "verbs"  # libibverbs and its device provider (librxe, libmlx5...)
     if base.startswith("datperf"):
         return "datperf"
     return "system" if SYSTEM.search(obj) else "other:" + base
@@ -190,8 +198,11 @@ dequeues = {k: r[1].get("dat_evd_dequeue", 0) for k, r in runs.items()}
 posts = {k: r[1].get("dat_ep_post_send", 0) + r[1].get("dat_ep_post_recv", 0) for k, r in runs.items()}
 empty = {k: dequeues[k] - 2 * iters for k in runs}
 
-cats = ["libdat2", "libdat2_ofi", "libfabric", "datperf", "system (uncharged)"]
-cats += sorted({c for r in runs.values() for c in r[0] if c not in cats})
+found = {c for r in runs.values() for c in r[0]}
+plugins = sorted(c for c in found if c.startswith("libdat2_"))
+transports = [c for c in ("libfabric", "verbs") if c in found]
+cats = ["libdat2"] + plugins + transports + ["datperf", "system (uncharged)"]
+cats += sorted(c for c in found if c not in cats)
 print(f"datperf-callgrind: {ia}, {size}-byte send/recv ping-pong, busy-polling, {iters} iterations "
       f"(client side; its measured loop, main thread)")
 print(f"dat_evd_dequeue calls per iteration: {dequeues['fast'] / iters:.1f} (native server), "
@@ -220,15 +231,14 @@ for c in cats:
     if not (a or b):
         continue
     print(f"  {c:22} {work:14.0f} {work / 2:15.0f} {e_cost:15.0f}")
-    if c in ("libdat2", "libdat2_ofi"):
+    if c == "libdat2" or c in plugins:
         sums["dat"][0] += work / 2
         sums["dat"][1] += e_cost
-    elif c == "libfabric":
+    elif c in transports:
         sums["fab"][0] += work / 2
         sums["fab"][1] += e_cost
 print()
-print(f"per post + completion: libdat2 + libdat2_ofi {sums['dat'][0]:.0f} instructions, "
-      f"libfabric {sums['fab'][0]:.0f} instructions")
-print(f"per empty poll:        libdat2 + libdat2_ofi {sums['dat'][1]:.0f} instructions, "
-      f"libfabric {sums['fab'][1]:.0f} instructions")
+ours, under = " + ".join(["libdat2"] + plugins), " + ".join(transports)
+print(f"per post + completion: {ours} {sums['dat'][0]:.0f} instructions, {under} {sums['fab'][0]:.0f} instructions")
+print(f"per empty poll:        {ours} {sums['dat'][1]:.0f} instructions, {under} {sums['fab'][1]:.0f} instructions")
 PY
