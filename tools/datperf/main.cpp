@@ -170,6 +170,16 @@ struct Peers {
 
 // ---- child processes --------------------------------------------------------------------------
 
+// pin_to_cpu, saying why on stderr when it cannot.
+bool pin_or_say(int cpu)
+{
+    std::string error;
+    if (pin_to_cpu(cpu, &error))
+        return true;
+    std::fprintf(stderr, "datperf: %s\n", error.c_str());
+    return false;
+}
+
 // Forks a child that runs `body` and exits with its result; the child dies
 // with us.
 template <typename Body>
@@ -269,11 +279,8 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
         throw Error(std::string("pipe: ") + std::strerror(errno));
     pid_t server = fork_child([&] {
         close_all({ready[0], results[0], results[1], go[0], go[1]});
-        std::string error;
-        if (!pin_to_cpu(opt.server_cpu, &error)) {
-            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+        if (!pin_or_say(opt.server_cpu))
             return 1; // the parent sees no listener and stops
-        }
         return run_server(opt, ia_name, ready[1]);
     });
     close(ready[1]);
@@ -299,11 +306,8 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
 
     pid_t client = fork_child([&] {
         close_all({results[0], go[1]});
-        std::string error;
-        if (!pin_to_cpu(opt.client_cpu, &error)) {
-            std::fprintf(stderr, "datperf: %s\n", error.c_str());
+        if (!pin_or_say(opt.client_cpu))
             return 1;
-        }
         std::FILE *out = fdopen(results[1], "w");
         if (!out)
             return 1;
@@ -412,13 +416,9 @@ int run(const Options &opt)
             return 1;
         }
     }
-    if (opt.role != Role::Loopback) {
-        std::string error;
-        if (!pin_to_cpu(opt.server_cpu, &error)) {
-            std::fprintf(stderr, "datperf: %s\n", error.c_str());
-            return 1;
-        }
-    }
+    // --server and --connect: --pin N set both CPUs to N, this process's.
+    if (opt.role != Role::Loopback && !pin_or_say(opt.server_cpu))
+        return 1;
     if (opt.role == Role::Server)
         return run_server(opt, ia_name, -1);
 
