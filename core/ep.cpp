@@ -261,7 +261,8 @@ void detach(Ep &ep) {
 }
 
 // One instance per kind of DTO: the checks that depend on the kind fold
-// away at compile time (callgrind: ~40 instructions a post).
+// away at compile time (measured only together with ea021fe's other
+// changes: 1657 -> 1541 instructions a tcp ping-pong iteration).
 template <PostKind kind>
 DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
