@@ -9,7 +9,8 @@
 # CASE: pingpong, pingpong-wait, write-lat, write, read, send, conn-rate,
 # compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
 # --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
-# bad-provider (unknown name; entry whose library does not load), pin (--pin).
+# bad-provider (unknown name; entry whose library does not load), pin (--pin),
+# timer (--timer).
 set -u
 datperf=$1 case=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/datperf-check.XXXXXX") || exit 1
@@ -228,6 +229,42 @@ pin)
     [ "$rc" = 1 ] || fail "--pin 0,$ncpu (no such CPU): exit status $rc, expected 1"
     grep -q "cannot run on CPU $ncpu" "$tmp/err" || fail "--pin 0,$ncpu: no clear message: $(head -3 "$tmp/err")"
     echo "ok: --pin: pinned runs, a bad CPU refused"
+    ;;
+timer)
+    # --timer tsc and --timer clock measure the same ping-pongs: the heading
+    # and the JSON say which clock, and the medians agree within a factor of
+    # 3 (a wrong TSC rate would be off by the TSC's GHz, a factor of ~1000).
+    [ "$(uname -m)" = x86_64 ] || skip "--timer tsc reads the x86-64 time-stamp counter; this is $(uname -m)"
+    run pingpong,write-lat --sizes 1,4k -n 300 --timer tsc
+    expect_ok
+    grep -q "; timer TSC (clock_gettime costs [0-9]* ns a call here)" "$tmp/out" || fail "--timer tsc: the heading does not say so"
+    judge_table "pingpong:" 7 2 2 3 4 5 7
+    judge_table "write-lat:" 7 2 2 3 4 5 7
+    judge_json pingpong 2
+    cp "$tmp/out.json" "$tmp/tsc.json"
+    run pingpong,write-lat --sizes 1,4k -n 300 --timer clock
+    expect_ok
+    grep -q "; timer clock_gettime (" "$tmp/out" || fail "--timer clock: the heading does not say so"
+    python3 - "$tmp/tsc.json" "$tmp/out.json" <<'PY' || fail "--timer tsc against --timer clock"
+import json, sys
+tsc, clock = (json.load(open(f)) for f in sys.argv[1:3])
+assert tsc["timer"].startswith("TSC"), tsc["timer"]
+assert clock["timer"].startswith("clock_gettime"), clock["timer"]
+for t1, t2 in zip(tsc["tests"], clock["tests"]):
+    for r1, r2 in zip(t1["results"], t2["results"]):
+        ratio = r1["median_us"] / r2["median_us"]
+        assert 1 / 3 < ratio < 3, "%s %s B: median %.2f us by TSC, %.2f us by clock_gettime" % (
+            t1["workload"], r1["size"], r1["median_us"], r2["median_us"])
+        print("ok: %s %d B: median %.2f us by TSC, %.2f us by clock_gettime" % (
+            t1["workload"], r1["size"], r1["median_us"], r2["median_us"]))
+PY
+    run pingpong --sizes 1 -n 50
+    expect_ok
+    grep -qE "; timer (TSC|clock_gettime) \(clock_gettime costs [0-9]+ ns a call here\)" "$tmp/out" || fail "--timer auto: the heading does not name the clock"
+    run --timer sundial
+    [ "$rc" = 2 ] || fail "--timer sundial: exit status $rc, expected 2"
+    grep -q "none of auto, clock, tsc" "$tmp/err" || fail "--timer sundial: no clear message"
+    echo "ok: --timer: both clocks agree, the heading and the JSON say which, a bad value refused"
     ;;
 bad-provider)
     run -P no-such-ia

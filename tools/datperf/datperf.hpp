@@ -69,6 +69,7 @@ struct Options {
     // --pin: CPUs of the server and the client (one-command mode; the peers
     // of --compare too), or of this process (--server, --connect); -1: unpinned.
     int server_cpu = -1, client_cpu = -1;
+    std::string timer = "auto"; // --timer: the client's sample clock (auto, clock, tsc)
 };
 
 // Binds the calling process to `cpu` (sched_setaffinity); -1 does nothing.
@@ -147,6 +148,7 @@ double median_of(std::vector<double> v);
 // What a client session measured on, for the reports.
 struct SessionInfo {
     std::string ia_name, vendor, ia_address, server_address;
+    std::string timer; // the client's sample clock (SampleClock::description)
 };
 
 // ---- comparison peers -----------------------------------------------------------

@@ -45,8 +45,8 @@ struct Reported {};
 // size (then it waits for a byte on the go pipe before the next), "end".
 void write_info(std::FILE *out, const SessionInfo &i)
 {
-    std::fprintf(out, "info\t%s\t%s\t%s\t%s\n", i.ia_name.c_str(), i.vendor.c_str(), i.ia_address.c_str(),
-                 i.server_address.c_str());
+    std::fprintf(out, "info\t%s\t%s\t%s\t%s\t%s\n", i.ia_name.c_str(), i.vendor.c_str(), i.ia_address.c_str(),
+                 i.server_address.c_str(), i.timer.c_str());
     std::fflush(out);
 }
 
@@ -85,8 +85,8 @@ bool read_line(const std::string &line, SessionResults *r, const Point **added)
 {
     *added = nullptr;
     auto f = fields(line);
-    if (f[0] == "info" && f.size() == 5) {
-        r->info = SessionInfo{f[1], f[2], f[3], f[4]};
+    if (f[0] == "info" && f.size() == 6) {
+        r->info = SessionInfo{f[1], f[2], f[3], f[4], f[5]};
     } else if (f[0] == "test" && f.size() == 4) {
         TestResult t;
         t.workload = static_cast<Workload>(std::stoul(f[1]));

@@ -156,6 +156,10 @@ void usage(std::FILE *out)
         "                      of --compare too (two busy pollers on two CPUs, as\n"
         "                      perftest is usually run); with --server or --connect:\n"
         "                      --pin N, this process on CPU N\n"
+        "  --timer T           the client's sample clock: clock (clock_gettime), tsc\n"
+        "                      (x86 rdtsc, its rate measured over each size), auto\n"
+        "                      (default: tsc where clock_gettime costs over 150 ns a\n"
+        "                      call, as in an emulated VM; the heading says which)\n"
         "\n"
         "outputs:\n"
         "  --json[=FILE]       JSON; on stdout instead of the table, or into FILE\n"
@@ -334,6 +338,15 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
             if (!number(0, 65535, &n))
                 return false;
             opt->port = n;
+        } else if (a == "--timer") {
+            if (!need(&opt->timer))
+                return bad("--timer needs auto, clock or tsc");
+            if (opt->timer != "auto" && opt->timer != "clock" && opt->timer != "tsc")
+                return bad("--timer: '" + opt->timer + "' is none of auto, clock, tsc");
+#if !defined(__x86_64__)
+            if (opt->timer == "tsc")
+                return bad("--timer tsc: datperf reads the time-stamp counter on x86-64 only");
+#endif
         } else if (a == "--timeout") {
             if (!number(1, 86400, &n))
                 return false;

@@ -213,9 +213,9 @@ std::string json_point(const Point &p, Workload w)
 
 void print_table(std::FILE *out, const Report &r)
 {
-    std::fprintf(out, "datperf: IA %s (%s) at %s, server %s; %s; %d run%s\n", r.info.ia_name.c_str(),
+    std::fprintf(out, "datperf: IA %s (%s) at %s, server %s; %s; %d run%s; timer %s\n", r.info.ia_name.c_str(),
                  r.info.vendor.c_str(), r.info.ia_address.c_str(), r.info.server_address.c_str(), r.mode.c_str(),
-                 r.runs, r.runs == 1 ? "" : "s");
+                 r.runs, r.runs == 1 ? "" : "s", r.info.timer.c_str());
     for (const auto &w : r.tests)
         print_workload(out, r, w);
 }
@@ -225,8 +225,9 @@ void write_json(std::FILE *out, const Report &r)
     std::fprintf(out, "{\n  \"tool\": \"datperf\",\n");
     std::fprintf(out, "  \"ia\": {\"name\": %s, \"vendor\": %s, \"address\": %s},\n", json_string(r.info.ia_name).c_str(),
                  json_string(r.info.vendor).c_str(), json_string(r.info.ia_address).c_str());
-    std::fprintf(out, "  \"server_address\": %s,\n  \"mode\": %s,\n  \"runs\": %d,\n",
-                 json_string(r.info.server_address).c_str(), json_string(r.mode).c_str(), r.runs);
+    std::fprintf(out, "  \"server_address\": %s,\n  \"mode\": %s,\n  \"runs\": %d,\n  \"timer\": %s,\n",
+                 json_string(r.info.server_address).c_str(), json_string(r.mode).c_str(), r.runs,
+                 json_string(r.info.timer).c_str());
     std::fprintf(out, "  \"units\": {\"latency\": \"microseconds; ping-pongs: one-way = round trip / 2; conn-rate: "
                       "dat_ep_connect to ESTABLISHED\", \"mb_s\": \"10^6 bytes per second\"},\n");
     std::fprintf(out, "  \"tests\": [");

@@ -191,11 +191,68 @@ void Memory::create(Ia &ia, std::size_t len, const char *what)
         dat_fail(r, "dat_lmr_create", std::string(what) + ", " + std::to_string(len_) + " bytes");
 }
 
+// ---- sample clock ----------------------------------------------------------------------
+
+namespace {
+
+// The mean cost of one steady_clock::now(), in nanoseconds.
+double clock_cost_ns()
+{
+    constexpr int kCalls = 256;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < kCalls - 2; ++i)
+        (void)Clock::now();
+    const auto t1 = Clock::now();
+    return std::chrono::duration<double, std::nano>(t1 - t0).count() / (kCalls - 1);
+}
+
+} // namespace
+
+bool SampleClock::choose(const std::string &choice, [[maybe_unused]] std::string *error)
+{
+    const double cost_ns = clock_cost_ns();
+    bool want_tsc = choice == "tsc" || (choice == "auto" && cost_ns > 150);
+#if !defined(__x86_64__)
+    if (choice == "tsc") {
+        *error = "--timer tsc: this CPU has no time-stamp counter datperf can read (x86-64 only)";
+        return false;
+    }
+    want_tsc = false;
+#endif
+    tsc_ = want_tsc;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%s (clock_gettime costs %.0f ns a call here)", tsc_ ? "TSC" : "clock_gettime",
+                  cost_ns);
+    description_ = buf;
+    return true;
+}
+
+double SampleClock::us_per_tick(const Mark &since) const
+{
+    const Mark end = mark();
+    if (!tsc_)
+        return 1e-3; // nanosecond stamps
+    if (end.stamp <= since.stamp)
+        throw Error("the time-stamp counter did not advance over a phase (--timer clock measures without it)");
+    return us_between(since.wall, end.wall) / static_cast<double>(end.stamp - since.stamp);
+}
+
+SampleClock &sample_clock()
+{
+    static SampleClock clock;
+    return clock;
+}
+
 // ---- events ---------------------------------------------------------------------------
 
-void Events::check_deadline(Clock::time_point since, const char *waiting_for)
+void Events::check_deadline(Spin &s, const char *waiting_for)
 {
-    if (Clock::now() - since > std::chrono::duration<double>(timeout_s_)) {
+    const auto now = Clock::now();
+    if (s.since == Clock::time_point{}) {
+        s.since = now; // the first check starts the clock
+        return;
+    }
+    if (now - s.since > std::chrono::duration<double>(timeout_s_)) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "nothing for %.0f s", timeout_s_);
         throw Error(std::string(buf) + " while waiting for " + waiting_for + " (--timeout)");
@@ -204,12 +261,11 @@ void Events::check_deadline(Clock::time_point since, const char *waiting_for)
 
 void Events::next_slow(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, DAT_RETURN r)
 {
-    const auto since = Clock::now();
-    std::uint64_t spins = 0;
+    Spin spin_state;
     for (;;) {
         if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY)
             dat_fail(r, "dat_evd_dequeue", std::string("waiting for ") + waiting_for);
-        spin(&spins, since, waiting_for);
+        spin(spin_state, waiting_for);
         r = dat_evd_dequeue(evd, ev);
         if (r == DAT_SUCCESS)
             return;
@@ -733,6 +789,10 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
     connect_endpoint(d.ep, server_addr, qual, ConnRole::Data, conn_evd.get(), ev, opt.timeout_s);
 
     SessionResults out;
+    std::string timer_error;
+    if (!sample_clock().choose(opt.timer, &timer_error))
+        throw Error(timer_error);
+    out.info.timer = sample_clock().description();
     out.info.ia_name = ia_name;
     out.info.vendor = ia.vendor();
     out.info.ia_address = ia.address_text();

@@ -22,6 +22,9 @@
 #include <memory>
 #include <string>
 #include <vector>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace datperf {
 
@@ -83,6 +86,52 @@ inline double us_between(Clock::time_point a, Clock::time_point b)
 {
     return std::chrono::duration<double, std::micro>(b - a).count();
 }
+
+// The timestamps of the measured loops. clock_gettime costs ~25 ns where the
+// kernel's clocksource can be read from user space (the vDSO: tsc,
+// kvm-clock), but ~1 us in a guest under emulation whose clocksource is the
+// HPET (a system call and an emulated device read, measured in the rxe VM):
+// two of them inside every round trip would be counted as the provider's
+// latency. There the x86 time-stamp counter is read instead (rdtsc, ~35 ns in
+// that VM, as perftest times its samples), and its ticks are converted with
+// the rate measured against steady_clock over the phase. Chosen once per
+// process (--timer): TSC when clock_gettime costs over 150 ns a call.
+class SampleClock {
+public:
+    using Stamp = std::uint64_t;
+    // `choice`: "auto", "clock" or "tsc" (options checked it). False with
+    // *error when the TSC was asked for and this CPU has none.
+    bool choose(const std::string &choice, std::string *error);
+    bool tsc() const { return tsc_; }
+    // "clock_gettime" or "TSC (clock_gettime costs 1.02 us a call here)".
+    const std::string &description() const { return description_; }
+
+    Stamp now() const
+    {
+#if defined(__x86_64__)
+        if (tsc_)
+            return __rdtsc();
+#endif
+        return static_cast<Stamp>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+    }
+    // A phase's calibration: both clocks read at its start; us_per_tick()
+    // reads them again and returns the microseconds of one Stamp tick over
+    // the span between.
+    struct Mark {
+        Clock::time_point wall;
+        Stamp stamp;
+    };
+    Mark mark() const { return Mark{Clock::now(), now()}; }
+    double us_per_tick(const Mark &since) const;
+
+private:
+    bool tsc_ = false;
+    std::string description_ = "clock_gettime";
+};
+
+// The process's sample clock (run_client chooses it).
+SampleClock &sample_clock();
 
 // ---- the IA -------------------------------------------------------------------------
 
@@ -192,16 +241,24 @@ public:
             dat_check(r, "dat_evd_dequeue");
         return false;
     }
+    // A busy wait's deadline. Its clock is first read at the first check,
+    // after 4096 spins: a wait that ends sooner (every ping-pong iteration)
+    // reads no clock, whose cost would count as latency (SampleClock). The
+    // --timeout then runs from that first check.
+    struct Spin {
+        std::uint64_t count = 0;
+        Clock::time_point since{};
+    };
     // For loops that spin on something else than an EVD (memory): call once
     // per spin; every few thousand spins it checks the deadline.
-    void spin(std::uint64_t *spins, Clock::time_point since, const char *waiting_for)
+    void spin(Spin &s, const char *waiting_for)
     {
-        if ((++*spins & 0xfff) == 0)
-            check_deadline(since, waiting_for);
+        if ((++s.count & 0xfff) == 0)
+            check_deadline(s, waiting_for);
     }
     // dat_evd_wait with its own timeout (0: infinite), whatever the mode.
     void next_waiting(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, double timeout_s);
-    void check_deadline(Clock::time_point since, const char *waiting_for);
+    void check_deadline(Spin &s, const char *waiting_for);
 
 private:
     void next_slow(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, DAT_RETURN first);

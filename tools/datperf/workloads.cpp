@@ -77,8 +77,14 @@ void start(Control &ctrl, Events &ev, const Phase &ph)
     ctrl.receive(ev, Msg::Ready, "the server's Ready");
 }
 
-Point latency_point(const Phase &ph, std::vector<double> &samples, Clock::time_point t0, Clock::time_point t1)
+// `samples`: round trips in SampleClock ticks; `first`, `last`: the measured
+// span's ends; `cal`: the clocks at the phase's start.
+Point latency_point(const Phase &ph, std::vector<double> &samples, SampleClock::Stamp first, SampleClock::Stamp last,
+                    const SampleClock::Mark &cal)
 {
+    const double us_per_tick = sample_clock().us_per_tick(cal);
+    for (double &s : samples)
+        s *= us_per_tick / 2; // one-way
     Point p;
     p.size = ph.size;
     p.iters = ph.iters;
@@ -87,7 +93,7 @@ Point latency_point(const Phase &ph, std::vector<double> &samples, Clock::time_p
         p.mb_s = static_cast<double>(ph.size) / p.median_us; // bytes per microsecond = 10^6 B/s
         p.msg_s = 1e6 / p.median_us;
     }
-    p.seconds = us_between(t0, t1) / 1e6;
+    p.seconds = static_cast<double>(last - first) * us_per_tick / 1e6;
     return p;
 }
 
@@ -125,7 +131,9 @@ Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, P
     std::uint64_t sends_posted = 0, sends_done = 0;
     const auto depth = static_cast<std::uint64_t>(d.request_depth);
     DAT_EVENT e;
-    Clock::time_point first{};
+    const SampleClock &clock = sample_clock();
+    const SampleClock::Mark cal = clock.mark();
+    SampleClock::Stamp first = 0;
     for (std::uint64_t i = 0; i < total; ++i) {
         while (sends_posted - sends_done >= depth) {
             ev.next(d.evd, &e, "a send completion");
@@ -133,7 +141,7 @@ Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, P
                 bad_completion(e, "pingpong: a receive before the ping was sent");
             ++sends_done;
         }
-        const auto t0 = Clock::now();
+        const SampleClock::Stamp t0 = clock.now();
         if (i == ph.warmup)
             first = t0;
         post.send();
@@ -144,19 +152,19 @@ Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, P
                 break;
             ++sends_done;
         }
-        const auto t1 = Clock::now();
+        const SampleClock::Stamp t1 = clock.now();
         if (i >= ph.warmup)
-            samples.push_back(us_between(t0, t1) / 2);
+            samples.push_back(static_cast<double>(t1 - t0));
         credit.replenish(post);
         progress.tick(i);
     }
-    const auto last = Clock::now();
+    const SampleClock::Stamp last = clock.now();
     while (sends_done < sends_posted) {
         ev.next(d.evd, &e, "a send completion");
         completed(e, "pingpong");
         ++sends_done;
     }
-    return latency_point(ph, samples, first, last);
+    return latency_point(ph, samples, first, last, cal);
 }
 
 void server_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
@@ -229,14 +237,13 @@ struct WritePingPong {
     void await(unsigned char m)
     {
         DAT_EVENT e;
-        const auto since = Clock::now();
-        std::uint64_t spins = 0;
+        Events::Spin spin;
         while (*incoming != m) {
             if (ev.poll(d.evd, &e)) {
                 completed(e, "write-lat");
                 ++done;
             } else {
-                ev.spin(&spins, since, "the peer's RDMA write (last byte of the buffer)");
+                ev.spin(spin, "the peer's RDMA write (last byte of the buffer)");
             }
         }
     }
@@ -259,22 +266,24 @@ Point client_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, 
     std::vector<double> samples;
     samples.reserve(ph.iters);
     start(ctrl, ev, ph);
-    Clock::time_point first{};
+    const SampleClock &clock = sample_clock();
+    const SampleClock::Mark cal = clock.mark();
+    SampleClock::Stamp first = 0;
     for (std::uint64_t i = 0; i < total; ++i) {
         const unsigned char m = WritePingPong::mark(i);
-        const auto t0 = Clock::now();
+        const SampleClock::Stamp t0 = clock.now();
         if (i == ph.warmup)
             first = t0;
         pp.write(m);
         pp.await(m);
-        const auto t1 = Clock::now();
+        const SampleClock::Stamp t1 = clock.now();
         if (i >= ph.warmup)
-            samples.push_back(us_between(t0, t1) / 2);
+            samples.push_back(static_cast<double>(t1 - t0));
         progress.tick(i);
     }
-    const auto last = Clock::now();
+    const SampleClock::Stamp last = clock.now();
     pp.drain();
-    return latency_point(ph, samples, first, last);
+    return latency_point(ph, samples, first, last, cal);
 }
 
 void server_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
