@@ -136,6 +136,7 @@ void build_pools(Ep &ep) {
     ep.requests_posted = 0;
     ep.reads_posted = 0;
     ep.req_held.assign(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)), nullptr);
+    ep.req_ops.assign(ep.req_held.size(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
 }
 
@@ -171,8 +172,10 @@ Op *op_take(Ep &ep, bool recv) {
         return nullptr;
     head = op->next_free;
     (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
-    if (!recv)
+    if (!recv) {
         op->rseq = ep.req_next_rseq++;
+        __atomic_store_n(&ep.req_ops[op->rseq % ep.req_ops.size()], op, __ATOMIC_RELEASE);
+    }
     op->seq = ep.next_seq++;
     return op;
 }

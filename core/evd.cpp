@@ -119,6 +119,31 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
 
 namespace {
 
+// A request a later completion stands for (Ia::requests_in_order): only a
+// suppressed send or RDMA write may have been posted without a completion.
+bool completes_implicitly(const Op &op) {
+    return op.suppress && op.ext == ExtKind::kNone &&
+           (op.operation == DAT_DTO_SEND || op.operation == DAT_DTO_RDMA_WRITE);
+}
+
+// `x`, a request of a transport that completes requests in order, has
+// completed: the requests of its EP posted before it and still posted went
+// out without a completion of their own, and succeeded. Reported in order
+// (silently: they were suppressed), up to the first that is something else.
+void report_implied_locked(Evd &evd, const Op &x) {
+    Ep &ep = *x.ep;
+    const std::size_t n = ep.req_ops.size();
+    while (ep.req_report_rseq != x.rseq) {
+        Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq % n], __ATOMIC_ACQUIRE);
+        if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
+            return;
+        std::uint8_t expected = Op::kPosted;
+        if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))
+            return;
+        request_done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
+    }
+}
+
 // Turns completions into events; returns how many events were produced.
 void consume_completions(Evd &evd, const Completion *c, int n) {
     for (int i = 0; i < n; ++i) {
@@ -134,6 +159,8 @@ void consume_completions(Evd &evd, const Completion *c, int n) {
                     op_recycle(op);
                 continue;
             }
+            if (op.rseq != op.ep->req_report_rseq && op.ep->ia->requests_in_order)
+                report_implied_locked(evd, op);
             request_done_locked(evd, op, c[i].status, c[i].length, false, false);
             continue;
         }

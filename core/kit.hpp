@@ -235,6 +235,11 @@ struct Ep : ObjectHeader {
     // waiting for it, by rseq modulo the pool (both under the request EVD's mu).
     std::uint64_t req_next_rseq = 0, req_report_rseq = 0;
     std::vector<Op *> req_held;
+    // Every request not yet reported, by rseq modulo the pool: stored (with
+    // release) by op_take under ops_mu, loaded (acquire) under the request
+    // EVD's mu where a completion stands for earlier requests too
+    // (Ia::requests_in_order).
+    std::vector<Op *> req_ops;
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     void *tp = nullptr; // the transport's endpoint state
@@ -317,6 +322,14 @@ struct Ia : ObjectHeader {
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
     DAT_COUNT max_dtos = kMaxDtos;                // max_recv_dtos, max_request_dtos of an EP, ditto
     DAT_COUNT max_srq_recvs = 0; // receives one SRQ can hold; 0: no SRQs (set by the transport)
+    // Set by a transport whose requests of an EP complete in posting order
+    // (one RC send queue: verbs). The completion of a request then stands for
+    // every earlier request of its EP, and the transport may post a send or
+    // an RDMA write with DAT_COMPLETION_SUPPRESS_FLAG without asking for a
+    // completion of its own (an unsignalled work request): such requests
+    // still posted when a later one completes succeeded, and the kit reports
+    // them so (silently) before it. Any other request it posts completes.
+    bool requests_in_order = false;
     // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
     // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces
     // (one more is DAT_INSUFFICIENT_RESOURCES). The transport lowers them

@@ -137,13 +137,32 @@ void VerbsTransport::cq_uncommit(VerbsCq &c, CqPart *part, int depth) {
     part->committed -= depth;
 }
 
-// One work completion as the kit wants it; 0 for the plugin's own marker.
+// One work completion as the kit wants it: 1, or 0 for the plugin's own
+// work requests (the marker gives 1 when it stands for unsignalled requests).
 int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
     if (wc.wr_id & kWrTags) {
         auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~kWrTags));
         if (wc.wr_id & kWrMarker) {
             // The graceful-disconnect marker: every request before it completed.
             vep->drained.store(true);
+            any_flagged_.store(true);
+            kit::signal_fd(wake_fd_);
+            // Requests posted unsignalled after the last signalled one have
+            // no completion of their own: the last of them is reported here,
+            // and the kit reports the earlier ones before it. Not when the
+            // marker was flushed: one of them may have failed, and its own
+            // completion says so.
+            kit::Op *u = wc.status == IBV_WC_SUCCESS ? vep->last_unsignaled.exchange(nullptr) : nullptr;
+            if (!u)
+                return 0;
+            out.op = u;
+            out.status = DAT_DTO_SUCCESS;
+            out.length = 0;
+            out.invalidate = false;
+            out.rmr_context = 0;
+            out.immed = kit::Completion::Immed::kNone;
+            out.immed_data = 0;
+            return 1;
         } else if (wc.status == IBV_WC_SUCCESS || wc.status == IBV_WC_WR_FLUSH_ERR) {
             return 0;
         } else {

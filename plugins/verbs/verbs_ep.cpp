@@ -148,6 +148,12 @@ void VerbsTransport::destroy_qp(VerbsEp &vep) {
     if (int rc = ibv_destroy_qp(vep.qp))
         DAT2_ERR("%s: ibv_destroy_qp: %s\n", ia_.name.c_str(), std::strerror(rc));
     vep.qp = nullptr;
+    {
+        // Its unsignalled requests are gone with it (flushed by the kit).
+        std::lock_guard<kit::Lock> lock(vep.post_mu);
+        vep.unsignaled_run = 0;
+        vep.last_unsignaled.store(nullptr);
+    }
     cq_uncommit(*vep.send_cq, vep.send_part, vep.send_depth);
     cq_uncommit(*vep.recv_cq, vep.recv_part, vep.recv_depth);
     pd_release(vep.qp_pz);
@@ -714,7 +720,23 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
             wr.send_flags |= IBV_SEND_INLINE;
         if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
             wr.send_flags |= IBV_SEND_FENCE;
+        const bool may_skip = (flags & DAT_COMPLETION_SUPPRESS_FLAG) && wr.opcode != IBV_WR_RDMA_READ;
+        std::lock_guard<kit::Lock> lock(vep.post_mu);
+        kit::Op *const last = vep.last_unsignaled.load(std::memory_order_relaxed);
+        const int run = vep.unsignaled_run;
+        if (may_skip && run + 1 < std::max(1, ep.attr.max_request_dtos / 2)) {
+            wr.send_flags &= ~IBV_SEND_SIGNALED;
+            vep.unsignaled_run = run + 1;
+            vep.last_unsignaled.store(&op, std::memory_order_relaxed);
+        } else if (last || run) {
+            vep.unsignaled_run = 0;
+            vep.last_unsignaled.store(nullptr, std::memory_order_relaxed);
+        }
         rc = ibv_post_send(qp, &wr, &bad);
+        if (rc != 0) {
+            vep.unsignaled_run = run;
+            vep.last_unsignaled.store(last, std::memory_order_relaxed);
+        }
     }
     if (rc == 0)
         return DAT_SUCCESS;

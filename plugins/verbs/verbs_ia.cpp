@@ -354,6 +354,9 @@ DAT_RETURN VerbsTransport::open() {
     ia_.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
     if (dev_attr_.max_srq > 0 && dev_attr_.max_srq_wr > 0 && dev_attr_.max_srq_sge > 0)
         ia_.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);
+    // One RC send queue per EP completes in order: suppressed sends and RDMA
+    // writes go out unsignalled (VerbsEp::post_mu).
+    ia_.requests_in_order = true;
     ia_.max_private_data = static_cast<DAT_COUNT>(
         std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
     cm_thread_ = std::thread([this] { cm_loop(); });

@@ -650,6 +650,53 @@ TEST_P(DtoTest, SuppressedSendsNeverDequeuedDoNotExhaustTheEndpoint) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+// Suppressed RDMA Writes followed by a send that is not: one event, the
+// send's, and every write landed. (On verbs the writes go out unsignalled
+// and the send's completion stands for them: their records come back
+// through it.)
+TEST_P(DtoTest, SuppressedWritesThenAReportedSendGiveTheSendsEventOnly) {
+    constexpr int kWrites = 8;
+    Buffer s, t, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x3C, t, kWrites * 64, kRemoteWrite));
+    ASSERT_DAT_OK(server.register_buffer(r, 64));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 64, 0x51));
+    for (int i = 0; i < kWrites; ++i) {
+        DAT_LMR_TRIPLET local = s.iov(static_cast<size_t>(i) * 64, 64);
+        DAT_RMR_TRIPLET remote = t.rmr(static_cast<size_t>(i) * 64, 64);
+        ASSERT_DAT_OK(
+            dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0x40 + i), &remote, DAT_COMPLETION_SUPPRESS_FLAG));
+    }
+    ASSERT_DAT_OK(send(client.ep, s, 0, 16, 0x50));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x50, &ev)) << "the first event must be the send's";
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, DAT_DTO_SEND);
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x51));
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    EXPECT_EQ(t.mismatch(0, kWrites * 64, 0x3C, 0), -1) << "a suppressed RDMA Write did not land";
+    EXPECT_TRUE(no_event(client.req_evd));
+}
+
+// Suppressed sends that all arrived are done: a graceful disconnect does not
+// report them as flushed (on verbs they went out unsignalled, and the
+// disconnect's own marker stands for them).
+TEST_P(DtoTest, DeliveredSuppressedSendsAreNotFlushedByAGracefulDisconnect) {
+    constexpr int kSends = 4;
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x2B, r, kSends * 64));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int i = 0; i < kSends; ++i)
+        ASSERT_DAT_OK(recv(server.ep, r, static_cast<size_t>(i) * 64, 64, 0x60 + i));
+    for (int i = 0; i < kSends; ++i)
+        ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0x70 + i, DAT_COMPLETION_SUPPRESS_FLAG));
+    for (int i = 0; i < kSends; ++i)
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x60 + i)) << "recv " << i;
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    DAT_EVENT ev{};
+    DAT_RETURN w = next_event(client.req_evd, &ev, kQuietTimeoutUs);
+    EXPECT_EQ(DAT_GET_TYPE(w), DAT_TIMEOUT_EXPIRED) << "a delivered suppressed send was reported: " << event_text(ev);
+}
+
 TEST_P(DtoTest, SuppressFlagStillReportsAFlushedSend) {
     Buffer s;
     ASSERT_DAT_OK(client.register_buffer(s, 4096));
