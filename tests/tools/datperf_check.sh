@@ -231,40 +231,47 @@ pin)
     echo "ok: --pin: pinned runs, a bad CPU refused"
     ;;
 timer)
-    # --timer tsc and --timer clock measure the same ping-pongs: the heading
-    # and the JSON say which clock, and the medians agree within a factor of
-    # 3 (a wrong TSC rate would be off by the TSC's GHz, a factor of ~1000).
+    # --timer tsc: the heading and the JSON say so, and the ticks were
+    # converted at the right rate. Checked against clocks outside datperf,
+    # so that the machine's load cannot fail it: the measured seconds of all
+    # sizes fit in the command's own run time (ticks taken for longer units
+    # would not), and no one-way median is below 0.1 us (nor would shorter
+    # ones). --timer clock and auto name their clock; a bad value is refused.
     [ "$(uname -m)" = x86_64 ] || skip "--timer tsc reads the x86-64 time-stamp counter; this is $(uname -m)"
+    began=$(date +%s%N)
     run pingpong,write-lat --sizes 1,4k -n 300 --timer tsc
+    ended=$(date +%s%N)
     expect_ok
     grep -q "; timer TSC (clock_gettime costs [0-9]* ns a call here)" "$tmp/out" || fail "--timer tsc: the heading does not say so"
     judge_table "pingpong:" 7 2 2 3 4 5 7
     judge_table "write-lat:" 7 2 2 3 4 5 7
     judge_json pingpong 2
-    cp "$tmp/out.json" "$tmp/tsc.json"
-    run pingpong,write-lat --sizes 1,4k -n 300 --timer clock
+    python3 - "$tmp/out.json" $(( (ended - began) / 1000 )) <<'PY' || fail "--timer tsc: the figures are not in microseconds"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+wall_us = int(sys.argv[2])
+assert doc["timer"].startswith("TSC"), doc["timer"]
+measured_us = 0
+for t in doc["tests"]:
+    for r in t["results"]:
+        assert r["median_us"] >= 0.1, "%s %d B: median %.4f us" % (t["workload"], r["size"], r["median_us"])
+        measured_us += r["seconds"] * 1e6
+        print("ok: %s %d B: median %.2f us, %.0f us measured" % (t["workload"], r["size"], r["median_us"], r["seconds"] * 1e6))
+assert measured_us < wall_us, "%.0f us measured in a command that ran %d us" % (measured_us, wall_us)
+print("ok: %.0f us measured within the command's %d us" % (measured_us, wall_us))
+PY
+    run pingpong --sizes 1 -n 50 --timer clock
     expect_ok
     grep -q "; timer clock_gettime (" "$tmp/out" || fail "--timer clock: the heading does not say so"
-    python3 - "$tmp/tsc.json" "$tmp/out.json" <<'PY' || fail "--timer tsc against --timer clock"
-import json, sys
-tsc, clock = (json.load(open(f)) for f in sys.argv[1:3])
-assert tsc["timer"].startswith("TSC"), tsc["timer"]
-assert clock["timer"].startswith("clock_gettime"), clock["timer"]
-for t1, t2 in zip(tsc["tests"], clock["tests"]):
-    for r1, r2 in zip(t1["results"], t2["results"]):
-        ratio = r1["median_us"] / r2["median_us"]
-        assert 1 / 3 < ratio < 3, "%s %s B: median %.2f us by TSC, %.2f us by clock_gettime" % (
-            t1["workload"], r1["size"], r1["median_us"], r2["median_us"])
-        print("ok: %s %d B: median %.2f us by TSC, %.2f us by clock_gettime" % (
-            t1["workload"], r1["size"], r1["median_us"], r2["median_us"]))
-PY
+    python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["timer"]; assert t.startswith("clock_gettime"), t' \
+        "$tmp/out.json" || fail "--timer clock: the JSON does not say so"
     run pingpong --sizes 1 -n 50
     expect_ok
     grep -qE "; timer (TSC|clock_gettime) \(clock_gettime costs [0-9]+ ns a call here\)" "$tmp/out" || fail "--timer auto: the heading does not name the clock"
     run --timer sundial
     [ "$rc" = 2 ] || fail "--timer sundial: exit status $rc, expected 2"
     grep -q "none of auto, clock, tsc" "$tmp/err" || fail "--timer sundial: no clear message"
-    echo "ok: --timer: both clocks agree, the heading and the JSON say which, a bad value refused"
+    echo "ok: --timer: TSC figures in microseconds, the heading and the JSON name the clock, a bad value refused"
     ;;
 bad-provider)
     run -P no-such-ia
