@@ -251,6 +251,7 @@ struct VerbsEp {
     kit::Lock post_mu;
     int unsignaled_run = 0;                          // under post_mu
     std::atomic<kit::Op *> last_unsignaled{nullptr}; // posted unsignalled, no signalled request after it
+    std::atomic<kit::Op *> marker_last{nullptr};     // last_unsignaled when the marker was posted
 };
 
 // Work requests of the plugin's own carry a tagged VerbsEp pointer as

@@ -148,13 +148,15 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
             any_flagged_.store(true);
             kit::signal_fd(wake_fd_);
             // Requests posted unsignalled after the last signalled one have
-            // no completion of their own: the last of them is reported here,
-            // and the kit reports the earlier ones before it. Not when the
-            // marker was flushed: one of them may have failed, and its own
-            // completion says so.
-            kit::Op *u = wc.status == IBV_WC_SUCCESS ? vep->last_unsignaled.exchange(nullptr) : nullptr;
+            // no completion of their own: the last of them before the marker
+            // is reported here, and the kit reports the earlier ones before
+            // it. Not when the marker was flushed: one of them may have
+            // failed, and its own completion says so.
+            kit::Op *u = wc.status == IBV_WC_SUCCESS ? vep->marker_last.exchange(nullptr) : nullptr;
             if (!u)
                 return 0;
+            kit::Op *expected = u;
+            vep->last_unsignaled.compare_exchange_strong(expected, nullptr); // reported: no longer pending
             out.op = u;
             out.status = DAT_DTO_SUCCESS;
             out.length = 0;

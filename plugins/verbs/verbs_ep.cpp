@@ -153,6 +153,7 @@ void VerbsTransport::destroy_qp(VerbsEp &vep) {
         std::lock_guard<kit::Lock> lock(vep.post_mu);
         vep.unsignaled_run = 0;
         vep.last_unsignaled.store(nullptr);
+        vep.marker_last.store(nullptr);
     }
     cq_uncommit(*vep.send_cq, vep.send_part, vep.send_depth);
     cq_uncommit(*vep.recv_cq, vep.recv_part, vep.recv_depth);
@@ -477,7 +478,13 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
             wr.wr_id = reinterpret_cast<std::uintptr_t>(&vep) | kWrMarker;
             wr.opcode = IBV_WR_RDMA_WRITE;
             wr.send_flags = IBV_SEND_SIGNALED;
-            vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;
+            {
+                // The unsignalled request the marker will stand for: the
+                // last one before it in the send queue.
+                std::lock_guard<kit::Lock> lock(vep.post_mu);
+                vep.marker_last.store(vep.last_unsignaled.load());
+                vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;
+            }
             if (!vep.drain_pending) {
                 vep.disconnect_sent = true;
                 rdma_disconnect(vep.id);
