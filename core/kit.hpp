@@ -78,6 +78,11 @@ struct Op {
     DAT_DTOS operation = DAT_DTO_SEND;
     std::uint64_t seq = 0;  // posting order, for flushes
     std::uint64_t rseq = 0; // requests: posting order among the EP's requests
+    // Where Ia::requests_in_order: the request's place in the transport's
+    // queue, set by the transport as it posts (threads posting on one EP may
+    // take rseqs in one order and reach the queue in another); 0: unknown,
+    // its completion stands for no earlier request.
+    std::uint64_t order = 0;
     DAT_DTO_COMPLETION_STATUS held_status = DAT_DTO_SUCCESS; // kHeld: its completion
     std::uint32_t held_length = 0;
     bool held_silent = false; // kHeld: a post that failed, reported by its return code
@@ -327,8 +332,9 @@ struct Ia : ObjectHeader {
     // every earlier request of its EP, and the transport may post a send or
     // an RDMA write with DAT_COMPLETION_SUPPRESS_FLAG without asking for a
     // completion of its own (an unsignalled work request): such requests
-    // still posted when a later one completes succeeded, and the kit reports
-    // them so (silently) before it. Any other request it posts completes.
+    // still posted when a later one completes (one with a smaller
+    // Op::order) succeeded, and the kit reports them so (silently) before
+    // it. Any other request it posts completes.
     bool requests_in_order = false;
     // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
     // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces

@@ -251,6 +251,7 @@ struct VerbsEp {
     // dequeues.
     kit::Lock post_mu;
     int unsignaled_run = 0;                          // under post_mu
+    std::uint64_t queue_order = 0;                   // under post_mu: the last kit::Op::order given
     std::atomic<bool> unsignaled_used{false};        // a suppressed request was posted on this QP
     std::atomic<kit::Op *> last_unsignaled{nullptr}; // posted unsignalled, no signalled request after it
     std::atomic<kit::Op *> marker_last{nullptr};     // last_unsignaled when the marker was posted

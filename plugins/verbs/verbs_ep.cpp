@@ -677,31 +677,25 @@ void VerbsTransport::cr_release(kit::Cr &cr) {
 
 // Posts a request of the consumer's. A suppressed send or RDMA write
 // (kit::Ia::requests_in_order) goes unsignalled unless max_request_dtos / 2
-// went so in a row. post_mu keeps VerbsEp::last_unsignaled in send-queue
-// order: a signalled request clears it (its completion will stand for it),
-// else the marker would report that request a second time. An EP that never
-// posted a suppressed request skips the lock; a suppressed post racing
-// such a post sets unsignaled_used before its own post, so when it went
-// first in the queue the load after the post sees the flag (through the
-// provider's send-queue lock) and clears last_unsignaled. That may clear a
-// request posted after this one too: it is then reported flushed by a
-// graceful disconnect instead of silently, never twice. On failure nothing
-// changed.
+// went so in a row. Under post_mu every request gets its place in the send
+// queue (kit::Op::order: the kit lets a completion stand only for requests
+// with a smaller one), and a signalled one clears VerbsEp::last_unsignaled
+// (its completion will stand for it; the marker must not report it again).
+// An EP that never posted a suppressed request skips the lock: order 0, its
+// completion stands for nothing, and whatever unsignalled request a racing
+// post put before it stays for a later completion or the marker. On
+// failure nothing changed.
 // Inline: a call of its own cost ~25 instructions a post (callgrind).
 static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool suppressed, int max_request_dtos,
                                                               kit::Op &op, ibv_send_wr &wr) {
     ibv_send_wr *bad = nullptr;
-    if (!suppressed && !vep.unsignaled_used.load(std::memory_order_acquire)) {
-        const int rc = ibv_post_send(vep.qp, &wr, &bad);
-        if (rc == 0 && vep.unsignaled_used.load(std::memory_order_acquire)) {
-            std::lock_guard<kit::Lock> lock(vep.post_mu);
-            vep.unsignaled_run = 0;
-            vep.last_unsignaled.store(nullptr, std::memory_order_relaxed);
-        }
-        return rc;
+    if (!suppressed && !vep.unsignaled_used.load(std::memory_order_relaxed)) {
+        op.order = 0;
+        return ibv_post_send(vep.qp, &wr, &bad);
     }
     std::lock_guard<kit::Lock> lock(vep.post_mu);
     vep.unsignaled_used.store(true, std::memory_order_relaxed);
+    op.order = ++vep.queue_order; // the send queue's order, for the kit's walk
     kit::Op *const last = vep.last_unsignaled.load(std::memory_order_relaxed);
     const int run = vep.unsignaled_run;
     if (suppressed && run + 1 < std::max(1, max_request_dtos / 2)) {
