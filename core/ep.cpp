@@ -316,6 +316,17 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     if ((flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) && !recv && state == DAT_EP_STATE_CONNECTED)
         if (DAT_RETURN r = wait_for_reads(*ep))
             return r;
+    // Requests of a transport that completes them in order keep the order
+    // of their posting sequence in its queue (Ia::requests_in_order).
+    struct OrderLock {
+        Lock *mu;
+        ~OrderLock() {
+            if (mu)
+                mu->unlock();
+        }
+    } order_lock{!recv && ep->ia->requests_in_order ? &ep->post_mu : nullptr};
+    if (order_lock.mu)
+        order_lock.mu->lock();
     Op *op = ep_take_op(*ep, *evd, recv);
     if (!op)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);

@@ -127,17 +127,16 @@ bool completes_implicitly(const Op &op) {
 }
 
 // `x`, a request of a transport that completes requests in order, has
-// completed: the requests of its EP ahead of it in the transport's queue
-// (Op::order) and still posted went out without a completion of their own,
-// and succeeded. Reported in order (silently: they were suppressed), up to
-// the first that is something else.
+// completed: the requests of its EP posted before it (Ep::post_mu made
+// that the queue's order) and still posted went out without a completion
+// of their own, and succeeded. Reported in order (silently: they were
+// suppressed), up to the first that is something else.
 void report_implied_locked(Evd &evd, const Op &x) {
     Ep &ep = *x.ep;
     const std::size_t n = ep.req_ops.size();
     while (ep.req_report_rseq != x.rseq) {
         Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq % n], __ATOMIC_ACQUIRE);
-        if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op) || op->order == 0 ||
-            op->order >= x.order)
+        if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
             return;
         std::uint8_t expected = Op::kPosted;
         if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))

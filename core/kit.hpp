@@ -78,11 +78,6 @@ struct Op {
     DAT_DTOS operation = DAT_DTO_SEND;
     std::uint64_t seq = 0;  // posting order, for flushes
     std::uint64_t rseq = 0; // requests: posting order among the EP's requests
-    // Where Ia::requests_in_order: the request's place in the transport's
-    // queue, set by the transport as it posts (threads posting on one EP may
-    // take rseqs in one order and reach the queue in another); 0: unknown,
-    // its completion stands for no earlier request.
-    std::uint64_t order = 0;
     DAT_DTO_COMPLETION_STATUS held_status = DAT_DTO_SUCCESS; // kHeld: its completion
     std::uint32_t held_length = 0;
     bool held_silent = false; // kHeld: a post that failed, reported by its return code
@@ -229,6 +224,10 @@ struct Ep : ObjectHeader {
     // DTO records: one pool for requests and one for receives.
     std::vector<Op> ops;
     Lock ops_mu;
+    // Ia::requests_in_order: held by a request's post from taking its record
+    // to the transport's post (and by the transport for its own work
+    // requests that must keep their place among them).
+    Lock post_mu;
     Op *free_requests = nullptr, *free_recvs = nullptr;
     std::uint64_t next_seq = 0; // Op::seq of the next record taken (under ops_mu)
     // Request completions are reported in posting order (an RC queue; the
@@ -332,9 +331,11 @@ struct Ia : ObjectHeader {
     // every earlier request of its EP, and the transport may post a send or
     // an RDMA write with DAT_COMPLETION_SUPPRESS_FLAG without asking for a
     // completion of its own (an unsignalled work request): such requests
-    // still posted when a later one completes (one with a smaller
-    // Op::order) succeeded, and the kit reports them so (silently) before
-    // it. Any other request it posts completes.
+    // still posted when a later one completes succeeded, and the kit
+    // reports them so (silently) before it. Any other request it posts
+    // completes. The kit holds Ep::post_mu from taking a request's record
+    // (its rseq) to the transport's post, so that posting order is the
+    // queue's order also when threads post on one EP at once.
     bool requests_in_order = false;
     // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
     // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces

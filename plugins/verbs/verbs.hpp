@@ -245,14 +245,11 @@ struct VerbsEp {
     std::atomic<bool> drained{false}; // the marker completed
     // Suppressed sends and RDMA writes go out unsignalled (kit::Ia::
     // requests_in_order): a later request's completion, or the marker's,
-    // stands for them. post_mu keeps the choice in send-queue order
-    // (post_request); one in max_request_dtos / 2 in a row is signalled all
-    // the same, so that their records come back to a consumer that never
-    // dequeues.
-    kit::Lock post_mu;
-    int unsignaled_run = 0;                          // under post_mu
-    std::uint64_t queue_order = 0;                   // under post_mu: the last kit::Op::order given
-    std::atomic<bool> unsignaled_used{false};        // a suppressed request was posted on this QP
+    // stands for them. The kit's Ep::post_mu, held around every request's
+    // post, keeps these in send-queue order (post_request); one in
+    // max_request_dtos / 2 in a row is signalled all the same, so that their
+    // records come back to a consumer that never dequeues.
+    int unsignaled_run = 0;                          // under Ep::post_mu
     std::atomic<kit::Op *> last_unsignaled{nullptr}; // posted unsignalled, no signalled request after it
     std::atomic<kit::Op *> marker_last{nullptr};     // last_unsignaled when the marker was posted
 };

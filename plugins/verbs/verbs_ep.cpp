@@ -148,14 +148,10 @@ void VerbsTransport::destroy_qp(VerbsEp &vep) {
     if (int rc = ibv_destroy_qp(vep.qp))
         DAT2_ERR("%s: ibv_destroy_qp: %s\n", ia_.name.c_str(), std::strerror(rc));
     vep.qp = nullptr;
-    {
-        // Its unsignalled requests are gone with it (flushed by the kit).
-        std::lock_guard<kit::Lock> lock(vep.post_mu);
-        vep.unsignaled_run = 0;
-        vep.unsignaled_used.store(false);
-        vep.last_unsignaled.store(nullptr);
-        vep.marker_last.store(nullptr);
-    }
+    // Its unsignalled requests are gone with it (flushed by the kit).
+    vep.unsignaled_run = 0;
+    vep.last_unsignaled.store(nullptr);
+    vep.marker_last.store(nullptr);
     cq_uncommit(*vep.send_cq, vep.send_part, vep.send_depth);
     cq_uncommit(*vep.recv_cq, vep.recv_part, vep.recv_depth);
     pd_release(vep.qp_pz);
@@ -482,7 +478,7 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
             {
                 // The unsignalled request the marker will stand for: the
                 // last one before it in the send queue.
-                std::lock_guard<kit::Lock> lock(vep.post_mu);
+                std::lock_guard<kit::Lock> lock(ep.post_mu);
                 vep.marker_last.store(vep.last_unsignaled.load());
                 vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;
             }
@@ -675,27 +671,15 @@ void VerbsTransport::cr_release(kit::Cr &cr) {
 
 // ---- posting ----------------------------------------------------------------------------------
 
-// Posts a request of the consumer's. A suppressed send or RDMA write
-// (kit::Ia::requests_in_order) goes unsignalled unless max_request_dtos / 2
-// went so in a row. Under post_mu every request gets its place in the send
-// queue (kit::Op::order: the kit lets a completion stand only for requests
-// with a smaller one), and a signalled one clears VerbsEp::last_unsignaled
-// (its completion will stand for it; the marker must not report it again).
-// An EP that never posted a suppressed request skips the lock: order 0, its
-// completion stands for nothing, and whatever unsignalled request a racing
-// post put before it stays for a later completion or the marker. On
-// failure nothing changed.
-// Inline: a call of its own cost ~25 instructions a post (callgrind).
+// Posts a request of the consumer's, under the kit's Ep::post_mu (kit::Ia::
+// requests_in_order): its place in the send queue is its posting sequence.
+// A suppressed send or RDMA write goes unsignalled unless max_request_dtos
+// / 2 went so in a row; a signalled request clears VerbsEp::last_unsignaled
+// (its completion will stand for it: the marker must not report it again).
+// On failure nothing changed. Inline: a call of its own cost ~25
+// instructions a post (callgrind).
 static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool suppressed, int max_request_dtos,
                                                               kit::Op &op, ibv_send_wr &wr) {
-    ibv_send_wr *bad = nullptr;
-    if (!suppressed && !vep.unsignaled_used.load(std::memory_order_relaxed)) {
-        op.order = 0;
-        return ibv_post_send(vep.qp, &wr, &bad);
-    }
-    std::lock_guard<kit::Lock> lock(vep.post_mu);
-    vep.unsignaled_used.store(true, std::memory_order_relaxed);
-    op.order = ++vep.queue_order; // the send queue's order, for the kit's walk
     kit::Op *const last = vep.last_unsignaled.load(std::memory_order_relaxed);
     const int run = vep.unsignaled_run;
     if (suppressed && run + 1 < std::max(1, max_request_dtos / 2)) {
@@ -706,6 +690,7 @@ static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool
         vep.unsignaled_run = 0;
         vep.last_unsignaled.store(nullptr, std::memory_order_relaxed);
     }
+    ibv_send_wr *bad = nullptr;
     const int rc = ibv_post_send(vep.qp, &wr, &bad);
     if (rc != 0) {
         vep.unsignaled_run = run;

@@ -355,7 +355,7 @@ DAT_RETURN VerbsTransport::open() {
     if (dev_attr_.max_srq > 0 && dev_attr_.max_srq_wr > 0 && dev_attr_.max_srq_sge > 0)
         ia_.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);
     // One RC send queue per EP completes in order: suppressed sends and RDMA
-    // writes go out unsignalled (VerbsEp::post_mu).
+    // writes go out unsignalled (kit::Ep::post_mu keeps requests in queue order).
     ia_.requests_in_order = true;
     ia_.max_private_data = static_cast<DAT_COUNT>(
         std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
