@@ -503,7 +503,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
 
     // The provider opens the IA with no registry lock held.
     DAT_IA_HANDLE provider_ia = nullptr;
-    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    DAT_RETURN ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     provider_call("ia_open", name, [&] {
         ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen, async_evd,
                                                &provider_ia);
@@ -517,7 +517,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         return DAT_SUCCESS;
     }
     if (ret == DAT_SUCCESS)
-        ret = DAT_INTERNAL_ERROR; // "success" without an IA
+        ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0); // "success" without an IA
     const char *major_msg = "", *minor_msg = "";
     dat_strerror(ret, &major_msg, &minor_msg);
     DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
@@ -546,7 +546,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
         provider_ia = s.ias[slot].provider_ia;
         provider = s.ias[slot].provider;
     }
-    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    DAT_RETURN ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     provider_call("ia_close", provider->info.ia_name,
                   [&] { ret = provider->provider->ia_close_func(provider_ia, flags); });
     if (ret != DAT_SUCCESS) {
