@@ -71,7 +71,7 @@ void ext_event(DAT_EVENT &e, const Op &op, const Completion *c) {
 }
 
 void ext_query(Ia &ia, DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
-    const ExtCaps caps = ia.transport->ext_caps();
+    const ExtCaps caps = ia.caps.ext;
     // dtestx refuses an IA whose extension_supported is not DAT_EXTENSION_IB
     // and reads the capabilities from these attributes ("TRUE" enables).
     const bool any = caps.rdma_write_immed || caps.fetch_add || caps.cmp_swap;
@@ -107,7 +107,7 @@ DAT_RETURN post_write_immed(DAT_HANDLE handle, va_list args) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(handle, ep))
         return r;
-    if (!ep->ia->transport->ext_caps().rdma_write_immed)
+    if (!ep->ia->caps.ext.rdma_write_immed)
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     if (!remote)
         return invalid_arg(6);
@@ -122,7 +122,7 @@ DAT_RETURN post_atomic(DAT_HANDLE handle, ExtKind kind, DAT_UINT64 first, DAT_UI
     Ep *ep;
     if (DAT_RETURN r = handle_cast(handle, ep))
         return r;
-    const ExtCaps caps = ep->ia->transport->ext_caps();
+    const ExtCaps caps = ep->ia->caps.ext;
     if (!(kind == ExtKind::kFetchAdd ? caps.fetch_add : caps.cmp_swap))
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     if (!local)
