@@ -40,6 +40,7 @@ void ep_build_records(Ep &ep) {
     ep.req_held.assign(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)), nullptr);
     ep.req_ops.assign(ep.req_held.size(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
+    ep.requests_failed = false;
 }
 
 void op_recycle_locked(Op &op) {
@@ -104,6 +105,7 @@ void ep_reclaim_records(Ep &ep) {
             op_recycle_locked(op);
     std::fill(ep.req_held.begin(), ep.req_held.end(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
+    ep.requests_failed = false;
 }
 
 // ---- receives before the transport can take them ---------------------------------
@@ -378,15 +380,16 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
         ep.req_held[op.rseq % n] = &op;
         return;
     }
-    report_request_locked(evd, op, status, length, silent);
-    ++ep.req_report_rseq;
     // dat_ep_disconnect(3DAT): "If an in-progress DTO is completed
     // unsuccessfully, all follow on in-progress DTOs in the same direction
     // also must be completed unsuccessfully" -- also when the transport
-    // reported the failure: libfabric tcp completes a send once the kernel
-    // has it, so a send held behind a write that then fails may never have
-    // arrived.
-    bool failed = flushing || status != DAT_DTO_SUCCESS;
+    // reported them done: libfabric tcp completes a send once the kernel has
+    // it, so a send behind a write that then fails may never have arrived.
+    if (ep.requests_failed && status == DAT_DTO_SUCCESS && !silent)
+        status = DAT_DTO_ERR_FLUSHED;
+    report_request_locked(evd, op, status, length, silent);
+    ++ep.req_report_rseq;
+    bool failed = flushing || status != DAT_DTO_SUCCESS || ep.requests_failed;
     while (n > 0) {
         Op *h = ep.req_held[ep.req_report_rseq % n];
         if (!h || h->rseq != ep.req_report_rseq)
@@ -398,6 +401,7 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
         report_request_locked(evd, *h, st, h->held_length, h->held_silent);
         ++ep.req_report_rseq;
     }
+    ep.requests_failed = failed;
 }
 
 namespace {

@@ -129,7 +129,8 @@ void EventLoop::arm(Timer *t, Deadline when) {
         t->armed = !when.is_never();
         if (!t->armed)
             return;
-        earliest = timers_.insert({when, t}).first == timers_.begin();
+        const auto inserted = timers_.insert({when, t}).first;
+        earliest = inserted == timers_.begin();
     }
     if (earliest && !on_loop_thread())
         wake(); // the loop sleeps too long otherwise

@@ -272,6 +272,9 @@ struct Ep : ObjectHeader {
     // waiting for it, by rseq modulo the pool (both under the request EVD's mu).
     std::uint64_t req_next_rseq = 0, req_report_rseq = 0;
     std::vector<Op *> req_held;
+    // A request was reported unsuccessfully: every later one is reported
+    // flushed until the EP is reset (under the request EVD's mu).
+    bool requests_failed = false;
     // Every request not yet reported, by rseq modulo the pool: stored (with
     // release) by op_take under ops_mu, loaded (acquire) under the request
     // EVD's mu where a completion stands for earlier requests too

@@ -247,7 +247,7 @@ void VerbsTransport::ep_reset(kit::Ep &ep) {
 
 // ---- posting ----------------------------------------------------------------------------------
 
-// Posts a request of the consumer's, under the kit's Ep::post_mu (kit::Ia::
+// Posts a request of the consumer's, under the kit's Ep::post_mu (kit::Capabilities::
 // requests_in_order): its place in the send queue is its posting sequence.
 // A suppressed send or RDMA write goes unsignalled unless max_request_dtos
 // / 2 went so in a row; a signalled request clears VerbsEp::last_unsignaled
