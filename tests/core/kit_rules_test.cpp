@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdlib>
 #include <thread>
 #include <vector>
@@ -451,12 +452,18 @@ TEST_F(KitRules, AConnectThatTimesOutIsCancelledAndReportedOnce) {
     EXPECT_EQ(side.state(), DAT_EP_STATE_DISCONNECTED);
 }
 
-TEST_F(KitRules, AConnectionEstablishedInTimeIsNotCancelled) {
+TEST_F(KitRules, AConnectionEstablishedInTimeIsNotCancelledAndCarriesTheAcceptData) {
     side.open("scripted");
     ASSERT_OK(side.start_connect(50000)); // 50 ms
-    side.script().establish(side.ep);
+    const char welcome[] = "welcome";
+    side.script().establish(side.ep, 4242, welcome, sizeof welcome);
     std::this_thread::sleep_for(150ms);
-    EXPECT_EQ(side.events(), std::vector<Seen>{conn(DAT_CONNECTION_EVENT_ESTABLISHED)});
+    DAT_EVENT e;
+    ASSERT_OK(dat_evd_dequeue(side.evd, &e));
+    EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
+    ASSERT_EQ(e.event_data.connect_event_data.private_data_size, static_cast<DAT_COUNT>(sizeof welcome));
+    EXPECT_EQ(std::memcmp(e.event_data.connect_event_data.private_data, welcome, sizeof welcome), 0);
+    EXPECT_EQ(side.events(), std::vector<Seen>{});
     EXPECT_EQ(side.script().log(side.ep).cancels, 0);
     EXPECT_EQ(side.state(), DAT_EP_STATE_CONNECTED);
 }
@@ -479,7 +486,7 @@ TEST_F(KitRules, AnAcceptedRequestIsEstablishedWithoutPrivateData) {
     ASSERT_OK(side.recv(1));
     ASSERT_OK(dat_cr_accept(cr, side.ep, 0, nullptr));
     EXPECT_EQ(side.posted(), 1u) << "the early receive goes in at the accept";
-    side.script().establish(side.ep);
+    side.script().establish(side.ep, 4242, hello, sizeof hello);
     ASSERT_OK(dat_evd_dequeue(side.evd, &e));
     EXPECT_EQ(e.event_number, DAT_CONNECTION_EVENT_ESTABLISHED);
     EXPECT_EQ(e.event_data.connect_event_data.private_data_size, 0);

@@ -166,11 +166,11 @@ DAT_RETURN ScriptedTransport::disconnect(kit::Ep &ep, bool graceful) {
     return DAT_SUCCESS;
 }
 
-void ScriptedTransport::establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port) {
+void ScriptedTransport::establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port, const void *pdata, std::size_t len) {
     auto &e = *static_cast<kit::Ep *>(ep);
     if (!params_.caps.recv_before_connect)
         kit::ep_transport_ready(e);
-    kit::on_established(e, nullptr, 0, local_port);
+    kit::on_established(e, pdata, len, local_port);
 }
 
 void ScriptedTransport::end_connection(DAT_EP_HANDLE ep, bool broken) {

@@ -53,7 +53,9 @@ public:
     // recv EVD of `taker`, which the completion names).
     void complete(kit::Op *op, DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS, std::uint32_t length = 0,
                   DAT_EP_HANDLE taker = nullptr);
-    void establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port = 4242);
+    // The connection is up; `pdata`: what the peer's accept carried.
+    void establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port = 4242, const void *pdata = nullptr,
+                   std::size_t len = 0);
     void end_connection(DAT_EP_HANDLE ep, bool broken);
     // A connection request arrives at `psp` from 127.0.0.2.
     void request(DAT_PSP_HANDLE psp, const void *pdata = nullptr, std::size_t len = 0);
