@@ -254,6 +254,40 @@ TEST_P(DtoTest, ReceivesPostedBeforeConnectAreKeptAndUsed) {
     EXPECT_EQ(cr.mismatch(0, 555, 0x04, 0), -1);
 }
 
+// dat_ep_post_recv(3DAT), dat_ep_post_send(3DAT), _rdma_read, _rdma_write:
+// "The value of DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the
+// Endpoint Recv [Request] Completion Flags DAT_COMPLETION_UNSIGNALLED_FLAG.
+// Otherwise, DAT_INVALID_PARAMETER is returned."
+TEST_P(DtoTest, UnsignalledFlagIsRefusedUnlessTheEndpointAllowsIt) {
+    Buffer b;
+    ASSERT_DAT_OK(client.register_buffer(b, 4096));
+    ASSERT_EQ(query_ep_attr(client.ep).recv_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG, 0);
+    ASSERT_EQ(query_ep_attr(client.ep).request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG, 0);
+    const DAT_COMPLETION_FLAGS unsig = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    DAT_LMR_TRIPLET t = b.iov(0, 64);
+    DAT_RMR_TRIPLET r = b.rmr(1024, 64);
+    EXPECT_DAT_ERR(dat_ep_post_recv(client.ep, 1, &t, cookie(1), unsig), DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    EXPECT_DAT_ERR(dat_ep_post_send(client.ep, 1, &t, cookie(2), unsig), DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_write(client.ep, 1, &t, cookie(3), &r, unsig), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG6);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_read(client.ep, 1, &t, cookie(4), &r, unsig), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG6);
+    DAT_EVENT ev;
+    EXPECT_EQ(dat_evd_dequeue(client.recv_evd, &ev), DAT_QUEUE_EMPTY) << "a refused post left an event";
+    EXPECT_EQ(dat_evd_dequeue(client.req_evd, &ev), DAT_QUEUE_EMPTY) << "a refused post left an event";
+
+    // An EP that allows it on receives takes it there (and only there).
+    if (!provider_supports(DAT_COMPLETION_UNSIGNALLED_FLAG))
+        GTEST_SKIP() << "the provider does not support DAT_COMPLETION_UNSIGNALLED_FLAG";
+    DAT_EP_ATTR attr = suite_ep_attr(client.ia.ia);
+    attr.recv_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&ep, client.recv_evd, client.req_evd, client.conn_evd, &attr));
+    EXPECT_DAT_OK(dat_ep_post_recv(ep, 1, &t, cookie(5), unsig));
+    EXPECT_DAT_OK(dat_ep_free(ep));
+}
+
 TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
     Buffer r;
     ASSERT_DAT_OK(server.register_buffer(r, 4096));
