@@ -148,8 +148,10 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             if (ia->transport) {
                 Capabilities caps;
                 err = ia->transport->open(caps);
-                if (err == DAT_SUCCESS)
+                if (err == DAT_SUCCESS) {
                     ia->caps = limited(caps);
+                    make_provider_attrs(*ia);
+                }
             }
             if (err == DAT_SUCCESS && ia->transport)
                 err = ia->loop->start();

@@ -8,6 +8,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <endian.h>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
@@ -398,6 +399,36 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_FALSE;
     (void)p;
+}
+
+// As OFED's providers publish them: the port's active MTU, the node GUID and
+// the port's first GID in the usual colon-separated hex.
+void VerbsTransport::facts(kit::TransportFacts &f) const {
+    f.provider = "verbs";
+    f.device = ibv_get_device_name(ctx_->device);
+    const std::uint64_t guid = be64toh(ibv_get_device_guid(ctx_->device));
+    char text[64];
+    std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", unsigned(guid >> 48) & 0xffff,
+                  unsigned(guid >> 32) & 0xffff, unsigned(guid >> 16) & 0xffff, unsigned(guid) & 0xffff);
+    f.node_guid = text;
+    ibv_gid gid{};
+    if (ibv_query_gid(ctx_, port_, 0, &gid) == 0) {
+        std::string g;
+        for (int i = 0; i < 16; i += 2) {
+            std::snprintf(text, sizeof text, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
+            g += text;
+        }
+        f.gid = g;
+    }
+    switch (port_attr_.active_mtu) {
+    case IBV_MTU_256: f.transport_mtu = 256; break;
+    case IBV_MTU_512: f.transport_mtu = 512; break;
+    case IBV_MTU_1024: f.transport_mtu = 1024; break;
+    case IBV_MTU_2048: f.transport_mtu = 2048; break;
+    case IBV_MTU_4096: f.transport_mtu = 4096; break;
+    }
+    f.port_status = port_attr_.state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
+    f.port = port_;
 }
 
 } // namespace dat2::verbs
