@@ -97,7 +97,46 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
     }
 }
 
+namespace {
+
+// OFED's positional ia_params, so that an OFED dat.conf line works with
+// only its library name changed: "<device> <port>" (scm, ucm: "mlx5_0 1",
+// "rxe0 1") or "<netdev or address> 0" (cma: "ib0 0"). True when `text`
+// has that form (then `out` or `error` is set).
+bool parse_ofed_params(const std::string &text, Params &out, std::string &error, bool &ok) {
+    std::istringstream in(text);
+    std::string first, second, extra;
+    if (!(in >> first >> second) || (in >> extra) || first.find('=') != std::string::npos ||
+        second.find('=') != std::string::npos)
+        return false;
+    char *end = nullptr;
+    const long port = std::strtol(second.c_str(), &end, 10);
+    if (second.empty() || *end || port < 0 || port > 255) {
+        error = "\"" + text + "\": OFED's form is \"<device> <port 1..255>\" or \"<netdev> 0\"";
+        ok = false;
+        return true;
+    }
+    if (port == 0) {
+        in6_addr a6;
+        in_addr a4;
+        if (inet_pton(AF_INET, first.c_str(), &a4) == 1 || inet_pton(AF_INET6, first.c_str(), &a6) == 1)
+            out.address = first;
+        else
+            out.netdev = first;
+    } else {
+        out.device = first;
+        out.port = static_cast<int>(port);
+    }
+    ok = true;
+    return true;
+}
+
+} // namespace
+
 bool parse_params(const std::string &text, Params &out, std::string &error) {
+    bool ok = false;
+    if (parse_ofed_params(text, out, error, ok))
+        return ok;
     kit::ParamList words;
     if (!kit::split_params(text, words, error))
         return false;
