@@ -329,6 +329,7 @@ for r in rows[1:3]:
 for side in ("client", "server"):
     assert after[side + "_fds"] == none[side + "_fds"], "%s: %d descriptors before, %d after teardown" % (
         side, none[side + "_fds"], after[side + "_fds"])
+    assert after[side + "_rss_trimmed_kib"] > 0, "%s: no RSS after malloc_trim" % side
 print("ok: json scale: rows 0, 4, 8, after; descriptors returned; CPU within 0..%d%%" % (100 * ncpu))
 PY
     if [ -n "$plot" ]; then

@@ -170,6 +170,9 @@ struct ScaleRow {
     double client_rss_kib = kNotMeasured, server_rss_kib = kNotMeasured;
     double client_heap_kib = kNotMeasured, server_heap_kib = kNotMeasured;
     double client_heap_free_kib = kNotMeasured, server_heap_free_kib = kNotMeasured;
+    // The row after teardown: RSS once malloc gave back what it kept free
+    // (malloc_trim), taken at the very end.
+    double client_rss_trimmed_kib = kNotMeasured, server_rss_trimmed_kib = kNotMeasured;
     // The ping-pong of the data connection (its own EVDs) with the pairs
     // around it: one-way, us.
     double pp_median_us = kNotMeasured, pp_p99_us = kNotMeasured, pp_min_us = kNotMeasured;

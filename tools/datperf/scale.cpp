@@ -472,7 +472,11 @@ std::vector<ScaleRow> client_scale(DataPath &d, Control &ctrl, Events &ev, const
     after.after = 1;
     pingpong(&after);
     idle(&after);
-    request(ctrl, ev, scale_phase(ScaleOp::End, mode), "the server's Ready (scale end)");
+    // Last, as it changes what it measures: what malloc was keeping.
+    after.server_rss_trimmed_kib =
+        request(ctrl, ev, scale_phase(ScaleOp::End, mode), "the server's Ready (scale end)").scale.rss_kib;
+    trim_heap();
+    after.client_rss_trimmed_kib = rss_kib();
     return rows;
 }
 
@@ -538,7 +542,8 @@ void server_scale(DataPath &d, Control &ctrl, Events &ev, const Phase &begin, co
         }
         case ScaleOp::End:
             pairs.reset();
-            ctrl.send(ctrl_message(Msg::Ready), ev);
+            trim_heap();
+            ctrl.send(message(Msg::Ready, snapshot()), ev);
             return;
         default: throw Error("scale: the client asks for an unknown step");
         }

@@ -190,18 +190,18 @@ void print_scale(std::FILE *out, const Report &r, const WorkloadReport &w)
     fds_line("client", none.client_fds, most.client_fds, after.client_fds);
     fds_line("server", none.server_fds, most.server_fds, after.server_fds);
     auto rss_line = [&](const char *side, double before, double at, double left, double heap_before, double heap_left,
-                        double kept_before, double kept_left) {
+                        double kept_before, double kept_left, double trimmed) {
         std::fprintf(out,
                      "  %s: %s before the pairs, %s at %.0f pairs, %s after teardown (%+.0f KiB; malloc: in use "
-                     "%+.0f KiB, free but kept %+.0f KiB)\n",
+                     "%+.0f KiB, free but kept %+.0f KiB), %s after malloc_trim\n",
                      side, mib(before).c_str(), mib(at).c_str(), most.pairs, mib(left).c_str(), left - before,
-                     heap_left - heap_before, kept_left - kept_before);
+                     heap_left - heap_before, kept_left - kept_before, mib(trimmed).c_str());
     };
     std::fprintf(out, "resident memory:\n");
     rss_line("client", none.client_rss_kib, most.client_rss_kib, after.client_rss_kib, none.client_heap_kib,
-             after.client_heap_kib, none.client_heap_free_kib, after.client_heap_free_kib);
+             after.client_heap_kib, none.client_heap_free_kib, after.client_heap_free_kib, after.client_rss_trimmed_kib);
     rss_line("server", none.server_rss_kib, most.server_rss_kib, after.server_rss_kib, none.server_heap_kib,
-             after.server_heap_kib, none.server_heap_free_kib, after.server_heap_free_kib);
+             after.server_heap_kib, none.server_heap_free_kib, after.server_heap_free_kib, after.server_rss_trimmed_kib);
     if (c.idle_s > 0) {
         std::fprintf(out, "idle CPU by thread (busiest first):\n");
         for (const ScaleRow *row : {rows.none, &most, rows.after}) {

@@ -102,6 +102,8 @@ const std::vector<ScaleField> &scale_fields()
         DATPERF_SCALE_FIELD(server_heap_kib),
         DATPERF_SCALE_FIELD(client_heap_free_kib),
         DATPERF_SCALE_FIELD(server_heap_free_kib),
+        DATPERF_SCALE_FIELD(client_rss_trimmed_kib),
+        DATPERF_SCALE_FIELD(server_rss_trimmed_kib),
         DATPERF_SCALE_FIELD(pp_median_us),
         DATPERF_SCALE_FIELD(pp_p99_us),
         DATPERF_SCALE_FIELD(pp_min_us),

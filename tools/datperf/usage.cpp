@@ -52,6 +52,13 @@ HeapUse heap_use()
     return h;
 }
 
+void trim_heap()
+{
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
+}
+
 std::string raise_fd_limit()
 {
     rlimit r{};

@@ -26,6 +26,9 @@ struct HeapUse {
     double free_kept_kib = -1;
 };
 HeapUse heap_use();
+// Asks malloc to give back what it keeps free (glibc malloc_trim(0)):
+// whether the resident memory that remains was only malloc's to return.
+void trim_heap();
 
 // Limits on descriptors: RLIMIT_NOFILE raised to its hard limit. Returns
 // what was done, for the reports: "raised from 1024 to 524288" or "524288
