@@ -188,7 +188,7 @@ struct ScaleField {
 };
 const std::vector<ScaleField> &scale_fields();
 // The row of several runs: the median of each figure over the runs that
-// measured it; the threads of the first run.
+// measured it; each side's threads from the run nearest its median CPU.
 ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs);
 
 struct TestResult {

@@ -124,6 +124,17 @@ ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs)
                 v.push_back(r.*f.member);
         c.*f.member = v.empty() ? kNotMeasured : median_of(v);
     }
+    // Each side's threads from the run whose CPU figure is nearest the
+    // median: the busiest thread's share then matches the total shown.
+    auto nearest = [&](double ScaleRow::*cpu) -> const ScaleRow & {
+        const ScaleRow *best = &runs.front();
+        for (const auto &r : runs)
+            if (std::fabs(r.*cpu - c.*cpu) < std::fabs(best->*cpu - c.*cpu))
+                best = &r;
+        return *best;
+    };
+    c.client_threads = nearest(&ScaleRow::client_cpu_pct).client_threads;
+    c.server_threads = nearest(&ScaleRow::server_cpu_pct).server_threads;
     return c;
 }
 
