@@ -224,7 +224,7 @@ private:
     // only when asked, and an RDMA write must land while the target just
     // watches its memory), and wakes the EVD when completions are queued.
     // Their wait fds are watched on the loop, so that a round costs what is
-    // ready, pending or connected, never the number of queues.
+    // ready or pending, never the number of queues or endpoints.
     //
     // A queue whose consumer keeps polling it (dat_evd_dequeue, Evd::dequeues
     // moves, nobody inside dat_evd_wait) needs none of this: its polls drive
@@ -236,17 +236,15 @@ private:
         kit::Evd *evd;
         int fd;                          // its wait fd, or -1: none, always pending
         kit::EventLoop::Watch *watch = nullptr;
-        bool pending = false;            // in pending_: may hold completions nobody was woken for
-        std::uint64_t kicked = 0;        // the round whose progress it last had
+        bool pending = false;            // in pending_: driven until its fd can be trusted
+        std::chrono::steady_clock::time_point due{}; // pending: when it is driven next
+        std::chrono::milliseconds backoff{0};
         bool resting = false;            // in resting_, its fd unwatched
         std::uint32_t seen_dequeues = 0; // evd->dequeues when the loop last looked
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
-    std::vector<fid_cq *> resting_; // looked at every tick
-    std::uint64_t round_ = 0;
-    bool busy_ = false; // some endpoint is connected, or a queue pending or resting
-    std::size_t endpoints_ = 0; // libfabric endpoints that exist
+    std::vector<fid_cq *> resting_; // and at every tick while there are any
     std::chrono::steady_clock::time_point next_tick_{};
     // The loop's idle hook: one round of progress; returns how long the
     // loop may sleep.
@@ -255,7 +253,7 @@ private:
     void cq_ready(fid_cq *cq);
     // mu_ held. Whether the consumer dequeued from w's EVD since the loop
     // last looked, without waiting in dat_evd_wait (whose sleep needs the
-    // loop's progress: tcp's fd does not tell when a socket drains).
+    // loop's progress when the loop consumed the fd's signal).
     static bool consumer_polls(WatchedCq &w);
     void rest(fid_cq *cq, WatchedCq &w);         // unwatched, into resting_
     void stop_resting(fid_cq *cq, WatchedCq &w); // watched again; the caller kicks it
@@ -263,8 +261,10 @@ private:
     // wake `evd`; mu_ not held.
     DAT_RETURN watch_cq(fid_cq *cq, kit::Evd *evd);
     void unwatch_cq(fid_cq *cq); // mu_ not held; before fi_close
-    // Drives progress on `cq` once this round and makes it pending (mu_
-    // held); its record, if watched.
+    // Runs the provider's progress on `cq` once; whether completions are queued.
+    static bool drive(fid_cq *cq);
+    // drive() and makes it pending, looked at in the next round (mu_ held);
+    // its record, if watched.
     WatchedCq *kick_progress(fid_cq *cq);
 
     // An EP that takes its receives from an SRQ (libfabric shared receive

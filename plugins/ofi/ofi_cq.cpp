@@ -226,20 +226,24 @@ void OfiTransport::stop_resting(fid_cq *cq, WatchedCq &w) {
     }
 }
 
+bool OfiTransport::drive(fid_cq *cq) {
+    // A zero-entry read runs the provider's progress without taking any
+    // completion away from the consumer; 0 means completions are queued.
+    fi_cq_msg_entry none;
+    return fi_cq_read(cq, &none, 0) == 0;
+}
+
 OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
     auto found = cqs_.find(cq);
     if (found == cqs_.end())
         return nullptr;
     WatchedCq &w = found->second;
-    if (w.kicked != round_) {
-        w.kicked = round_;
-        // A zero-entry read runs the provider's progress without taking any
-        // completion away from the consumer.
-        fi_cq_msg_entry none;
-        fi_cq_read(cq, &none, 0);
-    }
+    drive(cq);
     // Progress may have queued completions and consumed the fd's signal that
-    // announced them (tcp resets it as it goes): the next round looks.
+    // announced them (tcp resets it as it goes): the next round looks at
+    // once, and until fi_trywait trusts the fd again.
+    w.due = {};
+    w.backoff = std::chrono::milliseconds(0);
     if (!w.pending) {
         w.pending = true;
         pending_.push_back(cq); // capacity reserved by watch_cq
@@ -263,68 +267,73 @@ void OfiTransport::cq_ready(fid_cq *cq) {
         kit::evd_wake(*wake); // unwatch_cq waits for this handler
 }
 
+// Progress is driven by events: a queue's wait fd (its endpoints' sockets,
+// and POLLOUT for data still to send once fi_trywait has asked for it)
+// wakes the loop, which drives that queue until fi_trywait says its fd can
+// be trusted again. An idle process sleeps, whatever number of endpoints it
+// has. A queue whose fd cannot be trusted yet because its consumer leaves
+// completions unread is driven again at growing intervals (up to
+// kMaxBackoff): data may still be waiting to be sent there.
 int OfiTransport::progress_round() {
+    using std::chrono::milliseconds;
+    constexpr milliseconds kMaxBackoff(64);
     std::vector<kit::Evd *> wake; // woken once mu_ is released
+    int timeout_ms = -1;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        // The queues that had work after the last wait: driven again.
-        for (std::size_t i = 0; i < pending_.size(); ++i)
-            kick_progress(pending_[i]);
-        // Once a millisecond: who has started or stopped polling.
         const auto now = std::chrono::steady_clock::now();
-        const bool tick = busy_ && now >= next_tick_;
-        if (tick) {
-            next_tick_ = now + std::chrono::milliseconds(1);
-            // A resting queue whose consumer has gone quiet is driven again
-            // (an RDMA write may be landing while it watches memory).
-            for (std::size_t i = 0; i < resting_.size();) {
-                fid_cq *cq = resting_[i];
-                WatchedCq &w = cqs_.find(cq)->second;
-                if (consumer_polls(w)) {
-                    ++i;
-                    continue;
-                }
-                stop_resting(cq, w); // takes it out of resting_
-                kick_progress(cq);
-                wake.push_back(w.evd);
-            }
-        }
-        // tcp's wait objects do not report socket writability and it has no
-        // progress thread: while an endpoint is connected, its queues are
-        // driven at least every millisecond.
-        if (busy_)
-            for (auto &[f, oep] : eps_by_fid_)
-                for (fid_cq *cq : {oep->send_cq, oep->recv_cq}) {
-                    auto found = cqs_.find(cq);
-                    if (found == cqs_.end() || found->second.resting)
+        // While a consumer busy-polls (a queue rests), look once a
+        // millisecond whether it has stopped: an RDMA write may be landing
+        // while it only watches memory.
+        if (!resting_.empty()) {
+            if (now >= next_tick_) {
+                next_tick_ = now + milliseconds(1);
+                for (std::size_t i = 0; i < resting_.size();) {
+                    fid_cq *cq = resting_[i];
+                    WatchedCq &w = cqs_.find(cq)->second;
+                    if (consumer_polls(w)) {
+                        ++i;
                         continue;
-                    if (tick && consumer_polls(found->second))
-                        rest(cq, found->second);
-                    else
-                        kick_progress(cq);
+                    }
+                    stop_resting(cq, w); // takes it out of resting_
+                    kick_progress(cq);
+                    wake.push_back(w.evd);
                 }
-        // Queues seen with work: once empty (fi_trywait), their fd tells when
-        // that changes; until then, keep driving them.
-        bool pending_work = false;
+            }
+            timeout_ms = 1;
+        }
         for (std::size_t i = 0; i < pending_.size();) {
             fid_cq *cq = pending_[i];
             auto found = cqs_.find(cq);
-            fid *f = &cq->fid;
-            if (found == cqs_.end() || (found->second.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS)) {
-                if (found != cqs_.end())
-                    found->second.pending = false;
+            if (found == cqs_.end()) {
                 pending_[i] = pending_.back();
                 pending_.pop_back();
                 continue;
             }
-            // Completions are queued, and fi_trywait cleared the fd's signal
-            // that a consumer in dat_evd_wait may sleep on: wake it.
-            pending_work = true;
-            wake.push_back(found->second.evd);
+            WatchedCq &w = found->second;
+            if (w.due > now) {
+                const auto left = std::chrono::duration_cast<milliseconds>(w.due - now).count() + 1;
+                timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(left));
+                ++i;
+                continue;
+            }
+            const bool queued = w.backoff.count() ? drive(cq) : true; // kicked just now: look
+            fid *f = &cq->fid;
+            if (w.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+                w.pending = false;
+                pending_[i] = pending_.back();
+                pending_.pop_back();
+                continue;
+            }
+            // Completions may be queued, and fi_trywait cleared the fd's
+            // signal that a consumer in dat_evd_wait may sleep on: wake it.
+            if (queued)
+                wake.push_back(w.evd);
+            w.backoff = std::min(kMaxBackoff, std::max(milliseconds(1), w.backoff * 2));
+            w.due = now + w.backoff;
+            timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(w.backoff.count()));
             ++i;
         }
-        busy_ = endpoints_ > 0 || pending_work || !resting_.empty();
-        ++round_; // the queues the handlers kick after the wait belong to the next round
     }
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
@@ -334,7 +343,7 @@ int OfiTransport::progress_round() {
         read_event_queue();
         return 0;
     }
-    return busy_ ? 1 : -1;
+    return timeout_ms;
 }
 
 } // namespace dat2::ofi

@@ -60,7 +60,6 @@ void OfiTransport::close_endpoint(OfiEp &oep) {
         eps_by_fid_.erase(&oep.ep->fid);
         fi_close(&oep.ep->fid);
         oep.ep = nullptr;
-        --endpoints_;
     }
     loop().disarm(oep.disconnect_timer);
     oep.shutdown_sent = false;
@@ -128,7 +127,6 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
     oep.send_cq = send_cq;
     oep.recv_cq = recv_cq;
     eps_by_fid_[&fep->fid] = &oep;
-    ++endpoints_;
     if (oep.srq_cq) {
         // Its receives complete on the recv EVD it has now (dat_ep_modify may
         // have changed it since the EP was created).
