@@ -9,46 +9,140 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <memory>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 namespace dat2::ofi {
 
 namespace {
-fid_cq *cq_ptr(kit::Evd &evd) { return static_cast<fid_cq *>(evd.cq); }
+OfiCq &cq_ref(kit::Evd &evd) { return *static_cast<OfiCq *>(evd.cq); }
 } // namespace
 
-fid_cq *OfiTransport::cq_of(kit::Evd *evd) { return evd && evd->cq ? cq_ptr(*evd) : null_cq_; }
-
-DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
+fid_cq *OfiTransport::open_cq(OfiDomain &dom, std::size_t size) {
     fi_cq_attr attr{};
-    // The EVD's FIFO holds qlen events; the queue behind it must hold every
-    // completion the EPs feeding it can have outstanding.
-    attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
+    attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a send with invalidate
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
-    int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
-    if (rc) {
+    if (int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr)) {
         DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
+        return nullptr;
     }
+    return cq;
+}
+
+namespace {
+// The EVD's FIFO holds qlen events; a queue behind it must hold every
+// completion the EPs feeding it can have outstanding.
+std::size_t cq_size(const kit::Evd &evd) { return std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024); }
+} // namespace
+
+// The first queue is in the IA's own domain, which the first PZ takes: an
+// IA with one PZ has one queue per EVD.
+DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
+    auto c = std::make_unique<OfiCq>();
+    fid_cq *cq = open_cq(base_, cq_size(evd));
+    if (!cq)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     if (DAT_RETURN r = watch_cq(cq, &evd)) {
         fi_close(&cq->fid);
         return r;
     }
-    out = cq;
+    c->parts[0] = {&base_, cq};
+    c->count.store(1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++base_.cq_parts;
+    }
+    out = c.release();
     return DAT_SUCCESS;
 }
 
+fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
+    if (!evd || !evd->cq) {
+        if (!dom.null_cq) {
+            fi_cq_attr attr{};
+            attr.size = 16;
+            attr.format = FI_CQ_FORMAT_MSG;
+            attr.wait_obj = FI_WAIT_NONE;
+            if (int rc = fi_cq_open(dom.domain, &attr, &dom.null_cq, nullptr)) {
+                DAT2_ERR("%s: fi_cq_open: %s\n", name(), fi_text(rc));
+                return nullptr;
+            }
+        }
+        return dom.null_cq;
+    }
+    OfiCq &c = cq_ref(*evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+        if (c.parts[i].dom == &dom)
+            return c.parts[i].cq;
+    if (n == OfiCq::kMaxParts) {
+        DAT2_ERR("%s: EVD %p serves EPs of %d protection zones already, the most it can\n", name(), (void *)evd, n);
+        return nullptr;
+    }
+    fid_cq *cq = open_cq(dom, cq_size(*evd));
+    if (!cq)
+        return nullptr;
+    // dat_evd_wait waits on one fd: with two queues, an epoll set of both.
+    int fds[OfiCq::kMaxParts + 1];
+    int nfds = 0;
+    for (int i = 0; i <= n; ++i) {
+        fid_cq *q = i < n ? c.parts[i].cq : cq;
+        if (fi_control(&q->fid, FI_GETWAIT, &fds[nfds]) == 0)
+            ++nfds;
+    }
+    if (c.wait_fd < 0) {
+        c.wait_fd = ::epoll_create1(EPOLL_CLOEXEC);
+        for (int i = 0; c.wait_fd >= 0 && i < nfds - 1; ++i) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[i], &ev);
+        }
+    }
+    if (c.wait_fd >= 0 && nfds > n) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[nfds - 1], &ev);
+    }
+    if (watch_cq_locked(cq, evd) != DAT_SUCCESS) {
+        fi_close(&cq->fid);
+        return nullptr;
+    }
+    c.parts[n] = {&dom, cq};
+    c.count.store(n + 1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++dom.cq_parts;
+    }
+    grown = true;
+    return cq;
+}
+
 void OfiTransport::cq_close(kit::Evd &evd) {
-    if (!evd.cq)
+    auto *c = static_cast<OfiCq *>(evd.cq);
+    if (!c)
         return;
-    unwatch_cq(cq_ptr(evd));
-    fi_close(&cq_ptr(evd)->fid);
+    const int n = c->count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        unwatch_cq(c->parts[i].cq);
+        fi_close(&c->parts[i].cq->fid);
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        --c->parts[i].dom->cq_parts;
+        domain_close_if_unused(c->parts[i].dom);
+    }
+    if (c->wait_fd >= 0)
+        ::close(c->wait_fd);
+    delete c;
 }
 
 int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
-    int n = read_queue(cq_ptr(evd), nullptr, out, max);
+    OfiCq &c = cq_ref(evd);
+    int n = read_queue(c.parts[0].cq, nullptr, out, max);
+    const int parts = c.count.load(std::memory_order_acquire);
+    for (int i = 1; i < parts && n < max; ++i)
+        n += read_queue(c.parts[i].cq, nullptr, out + n, max - n);
     if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
         n += read_srq_queues(evd, out + n, max - n);
     return n;
@@ -118,25 +212,37 @@ bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len
 
 // dat_evd_wait sleeps on the queue's own wait fd (libfabric tcp puts the
 // sockets of the queue's endpoints in it), so the kernel wakes the consumer
-// directly. The loop may still run progress on the queue and, doing so,
-// clear the fd's signal after a completion arrived; it then finds the queue
-// not empty (fi_trywait fails) and wakes the EVD itself.
+// directly; with several queues, on an epoll set of theirs. The loop may
+// still run progress on a queue and, doing so, clear the fd's signal after a
+// completion arrived; it then finds the queue not empty (fi_trywait fails)
+// and wakes the EVD itself.
 int OfiTransport::cq_fd(kit::Evd &evd) {
+    OfiCq &c = cq_ref(evd);
+    if (c.count.load(std::memory_order_acquire) > 1)
+        return c.wait_fd;
     int fd = -1;
-    if (fi_control(&cq_ptr(evd)->fid, FI_GETWAIT, &fd) != 0)
+    if (fi_control(&c.parts[0].cq->fid, FI_GETWAIT, &fd) != 0)
         return -1; // the loop wakes the EVD instead
     return fd;
 }
 
 bool OfiTransport::cq_arm(kit::Evd &evd) {
-    fid *f = &cq_ptr(evd)->fid;
-    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    OfiCq &c = cq_ref(evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    fid *f[OfiCq::kMaxParts];
+    for (int i = 0; i < n; ++i)
+        f[i] = &c.parts[i].cq->fid;
+    return fi_trywait(fabric_, f, n) == FI_SUCCESS;
 }
 
 // ---- progress -------------------------------------------------------------------
 
 DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
     std::lock_guard<std::mutex> lock(mu_);
+    return watch_cq_locked(cq, evd);
+}
+
+DAT_RETURN OfiTransport::watch_cq_locked(fid_cq *cq, kit::Evd *evd) {
     auto found = cqs_.find(cq);
     if (found != cqs_.end()) {
         found->second.evd = evd;
