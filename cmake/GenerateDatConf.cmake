@@ -6,7 +6,11 @@
 # sockets provider on a connection request) or hangs rules out its own
 # entry and nothing else.
 #   -DDATINFO=  -DCANDIDATES=  -DHEADER=  -DOUTPUT=  -DDEFAULT_IA=
+#   [-DPROBE_TIMEOUT=seconds per entry, default 20]
 cmake_minimum_required(VERSION 3.19) # string(JSON)
+if(NOT PROBE_TIMEOUT)
+  set(PROBE_TIMEOUT 20)
+endif()
 
 file(STRINGS "${CANDIDATES}" lines)
 # Sanitizer builds: the probe asks whether a provider works, not whether our
@@ -18,7 +22,7 @@ execute_process(
           ASAN_OPTIONS=detect_leaks=0:intercept_send=0
           TSAN_OPTIONS=report_bugs=0:intercept_send=0
           UBSAN_OPTIONS=halt_on_error=0
-          ${DATINFO} --probe --json --timeout 20
+          ${DATINFO} --probe --json --timeout ${PROBE_TIMEOUT}
   OUTPUT_VARIABLE json
   ERROR_VARIABLE probe_log
   RESULT_VARIABLE rc)
