@@ -36,7 +36,7 @@ cmake -DDATINFO="$build/bin/datinfo" -DCANDIDATES="$tmp/candidates" -DHEADER="$t
       -P "$src/cmake/GenerateDatConf.cmake" >"$tmp/log" 2>&1 || { echo "FAIL: generator:"; cat "$tmp/log"; fail=1; }
 [ "$(records "$tmp/dat.conf")" = "$(head -1 "$tmp/candidates")" ] && echo "ok: only ofi-tcp is kept" \
     || { echo "FAIL: kept records:"; cat "$tmp/dat.conf"; fail=1; }
-has "a crash is named" "$tmp/dat.conf" "^#   crasher: crashed at dat_ia_open: signal 11"
+has "a crash is named" "$tmp/dat.conf" "^#   crasher: crashed at dat_ia_open: signal 6 \(Aborted\)"
 has "a hang is named" "$tmp/dat.conf" "^#   hanger: timed out at dat_ia_open"
 has "a library that does not load is named, with the loader's reason" "$tmp/dat.conf" "^#   missing: failed at dat_ia_open: .*nope.so"
 has "each left-out record is kept, commented" "$tmp/dat.conf" "^#     crasher u2.0 threadsafe default"

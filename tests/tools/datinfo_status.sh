@@ -87,7 +87,7 @@ if grep -q "vm:TEST" "$tmp/out"; then echo "FAIL: provider output in -l"; fail=1
 # entry only and are told apart from a failure.
 { entry crasher opencrash; entry hanger openhang; entry missing ok "$tmp/nope.so"; entry plain ok; } >"$tmp/probe.conf"
 DAT_OVERRIDE=$tmp/probe.conf "$datinfo" --probe --timeout 3 -l >"$tmp/out" 2>"$tmp/err"; expect "--probe, default IA crashes" 1 $?
-has "a crash is a crash, with its stage" "$tmp/out" "^crasher .* crashed at dat_ia_open: signal 11 \(Segmentation fault\)$"
+has "a crash is a crash, with its stage" "$tmp/out" "^crasher .* crashed at dat_ia_open: signal 6 \(Aborted\)$"
 has "a hang is a timeout" "$tmp/out" "^hanger .* timed out at dat_ia_open: no answer in 3 s$"
 has "a library that does not load fails, with the registry's reason" "$tmp/out" "^missing .* failed at dat_ia_open: .*DAT_PROVIDER_NOT_FOUND.*cannot load $tmp/nope.so"
 has "an IA that opens but cannot connect fails later" "$tmp/out" "^plain .* failed at (listen|connect)"
