@@ -91,4 +91,13 @@ has "a crash is a crash, with its stage" "$tmp/out" "^crasher .* crashed at dat_
 has "a hang is a timeout" "$tmp/out" "^hanger .* timed out at dat_ia_open: no answer in 3 s$"
 has "a library that does not load fails, with the registry's reason" "$tmp/out" "^missing .* failed at dat_ia_open: .*DAT_PROVIDER_NOT_FOUND.*cannot load $tmp/nope.so"
 has "an IA that opens but cannot connect fails later" "$tmp/out" "^plain .* failed at (listen|connect)"
+
+# Run with OFED's libdat2 (LD_LIBRARY_PATH before datinfo's RUNPATH), datinfo says so.
+ofed=/usr/lib/x86_64-linux-gnu/libdat2.so.2
+if [ -e "$ofed" ] && ! nm -D --defined-only "$ofed" | grep -q ' dat_cno_fd_create$'; then
+    LD_LIBRARY_PATH=${ofed%/*} "$datinfo" --version >"$tmp/out" 2>&1
+    has "--version tells OFED's libdat2 from ours" "$tmp/out" "^libdat2 .*: not dat2's"
+    DAT_OVERRIDE=$tmp/good.conf LD_LIBRARY_PATH=${ofed%/*} "$datinfo" -l >"$tmp/out" 2>"$tmp/err"
+    has "a report made with OFED's libdat2 says so first" "$tmp/err" "^datinfo: the libdat2 this runs with \(.*\) is not dat2's"
+fi
 exit $fail
