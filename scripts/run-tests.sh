@@ -47,7 +47,7 @@ build() { # dir label cmake-args...
 
 start=$(date +%s)
 build "$out/plain" plain && ctest_in "$out/plain" plain
-# The Debian packages (5-7 minutes: dpkg-buildpackage builds the tree once
+# The Debian packages (5-9 minutes: dpkg-buildpackage builds the tree once
 # more), their file lists, lintian, and an install and removal in an overlay
 # of this machine's root. Its own stage: too long for the plain ctest run.
 echo "[package] Debian packages: build, file lists, lintian, install and removal (tests/packaging/deb_package.sh)"

@@ -8,8 +8,8 @@
 # libdat2.so.2, our registry then serves ofi-tcp and still loads OFED's
 # providers from /etc/dat.conf, a program builds with pkg-config, and
 # removing the packages gives OFED's library back.
-# Takes 5-7 minutes on two shared cores (the build); run-tests.sh runs it as
-# its own stage.   deb_package.sh SOURCE_DIR
+# Takes about 5 minutes on two idle cores, 9 on busy ones (the build):
+# run-tests.sh runs it as its own stage.   deb_package.sh SOURCE_DIR
 set -u
 src=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
