@@ -167,11 +167,22 @@ StaticConfig read_static_config(const std::string &libdat2_dir)
 
 std::string plugin_directory(const std::string &libdat2_dir) { return join(libdat2_dir, DAT2_SUBDIR); }
 
-ProviderLibrary::~ProviderLibrary()
+namespace {
+
+// The loader's own reason out of Boost.DLL's message for a failed load,
+// "<what failed> (dlerror system message: <dlerror text>): <errno text>";
+// the errno part is noise (a missing file reads "Bad file descriptor").
+std::string loader_reason(const std::string &what)
 {
-    if (handle)
-        ::dlclose(handle);
+    static const std::string open = "(dlerror system message: ";
+    const std::size_t a = what.find(open);
+    const std::size_t b = what.rfind("): ");
+    if (a == std::string::npos || b == std::string::npos || b < a + open.size())
+        return what;
+    return what.substr(a + open.size(), b - a - open.size());
 }
+
+} // namespace
 
 std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library,
                                                        const std::string &libdat2_dir,
@@ -193,26 +204,28 @@ std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &librar
             }
         }
     }
-    ::dlerror(); // no stale message from an earlier call
-    lib->handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (!lib->handle) {
-        const char *err = ::dlerror();
-        why = "cannot load " + path + ": " + (err ? err : "dlopen failed");
+    namespace dll = boost::dll;
+    dll::load_mode::type mode = dll::load_mode::rtld_now | dll::load_mode::rtld_global;
+    // Boost.DLL opens a relative name as ./name unless told to search.
+    if (path == library && library.find('/') == std::string::npos)
+        mode = mode | dll::load_mode::search_system_folders;
+    try {
+        // The throwing overload: its error_code twin loses dlerror()'s text.
+        lib->library.load(dll::fs::path(path), mode);
+    } catch (const std::exception &e) {
+        why = "cannot load " + path + ": " + loader_reason(e.what());
         if (searched_beside && path == library)
             why += " (looked beside libdat2 in " + libdat2_dir + ", in " +
                    plugin_directory(libdat2_dir) + " and on the library search path)";
         return nullptr;
     }
-    lib->init = reinterpret_cast<DAT_PROVIDER_INIT_FUNC>(::dlsym(lib->handle, DAT_PROVIDER_INIT_FUNC_STR));
-    if (!lib->init) {
-        why = path + " is not a DAT provider: it has no " DAT_PROVIDER_INIT_FUNC_STR " symbol";
-        return nullptr;
-    }
-    lib->fini = reinterpret_cast<DAT_PROVIDER_FINI_FUNC>(::dlsym(lib->handle, DAT_PROVIDER_FINI_FUNC_STR));
-    if (!lib->fini) {
-        why = path + " is not a DAT provider: it has no " DAT_PROVIDER_FINI_FUNC_STR " symbol";
-        return nullptr;
-    }
+    for (const char *symbol : {DAT_PROVIDER_INIT_FUNC_STR, DAT_PROVIDER_FINI_FUNC_STR})
+        if (!lib->library.has(symbol)) {
+            why = path + " is not a DAT provider: it has no " + symbol + " symbol";
+            return nullptr;
+        }
+    lib->init = &lib->library.get<void(const DAT_PROVIDER_INFO *, const char *)>(DAT_PROVIDER_INIT_FUNC_STR);
+    lib->fini = &lib->library.get<void(const DAT_PROVIDER_INFO *)>(DAT_PROVIDER_FINI_FUNC_STR);
     lib->path = path;
     return lib;
 }

@@ -8,6 +8,9 @@
 #include <dat2/udat.h>
 #include <dat2/dat_registry.h>
 
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/shared_library.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,14 +56,9 @@ StaticConfig read_static_config(const std::string &libdat2_dir);
 // The plugin directory of an installed libdat2: <libdir>/dat2.
 std::string plugin_directory(const std::string &libdat2_dir);
 
-// A provider library loaded with dlopen, closed when destroyed.
+// A provider library loaded with Boost.DLL, unloaded when destroyed.
 struct ProviderLibrary {
-    ProviderLibrary() = default;
-    ProviderLibrary(const ProviderLibrary &) = delete;
-    ProviderLibrary &operator=(const ProviderLibrary &) = delete;
-    ~ProviderLibrary();
-
-    void *handle = nullptr;
+    boost::dll::shared_library library;
     DAT_PROVIDER_INIT_FUNC init = nullptr;
     DAT_PROVIDER_FINI_FUNC fini = nullptr;
     std::string path; // the file actually loaded
