@@ -887,13 +887,19 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowWithoutRemotePrivileges) {
 class RmrInvalidateTest : public RmrConnectedTest {
 protected:
     // A transport that cannot close the window once the message is placed
-    // refuses the call before looking at its arguments.
+    // refuses the call before looking at the Endpoint's state: asked on an
+    // Endpoint of its own that has no connection (one that can answers
+    // DAT_INVALID_STATE, posting nothing).
     void SetUp() override {
         RmrConnectedTest::SetUp();
         if (HasFatalFailure())
             return;
-        DAT_RETURN r = dat_ep_post_send_with_invalidate(client.ep, 0, nullptr, cookie(0x6ff),
-                                                        DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 0);
+        DAT_EP_HANDLE probe = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&probe, client.recv_evd, client.req_evd, client.conn_evd));
+        DAT_RETURN r = dat_ep_post_send_with_invalidate(probe, 0, nullptr, cookie(0x6ff), DAT_COMPLETION_DEFAULT_FLAG,
+                                                        DAT_TRUE, 0);
+        EXPECT_DAT_OK(dat_ep_free(probe));
+        EXPECT_NE(r, DAT_SUCCESS);
         if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED) {
             EXPECT_TRUE(no_event(client.req_evd));
             GTEST_SKIP() << "dat_ep_post_send_with_invalidate is DAT_MODEL_NOT_SUPPORTED on this IA: its transport "
