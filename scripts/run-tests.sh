@@ -47,6 +47,24 @@ build() { # dir label cmake-args...
 
 start=$(date +%s)
 build "$out/plain" plain && ctest_in "$out/plain" plain
+
+# MPI over our uDAPL (tests/clients/README.md): MVAPICH2 1.9, built once per
+# machine into DAT2_CLIENT_CACHE, runs the OSU benchmarks and its own test
+# programs over ofi-tcp with the plain build's libdat2; each check counts.
+if [ -e "$out/plain/lib/libdat2.so" ]; then
+  echo "[mpi] MVAPICH2 1.9 over ofi-tcp, one host and two namespaces (tests/clients/run-clients.sh)"
+  DAT2_CLIENT_LOGS="$out/mpi-clients" bash "$top/tests/clients/run-clients.sh" "$out/plain/lib" >"$out/mpi-clients.log" 2>&1
+  grep -E "^\[mpi\] (MVAPICH2|FAIL|SKIP|checks)|^\[mpi\]   " "$out/mpi-clients.log" | head -150
+  line=$(grep -E "^mpi clients: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped" "$out/mpi-clients.log" | tail -1)
+  if [ -n "$line" ]; then
+    echo "[mpi] ${line#mpi clients: }"
+    read -r n f s < <(sed -E 's/^mpi clients: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped.*/\1 \2 \3/' <<<"$line")
+    passed=$((passed + n)); failed=$((failed + f)); skips=$((skips + s))
+    [ "$f" = 0 ] || failures+=("mpi-clients")
+  else
+    failed=$((failed + 1)); failures+=("mpi-clients: no summary"); tail -n 40 "$out/mpi-clients.log"
+  fi
+fi
 # intercept_send=0 (ASan and TSan): the sanitizer checks a sendmsg buffer after the call returned; by
 # then the peer IA in the same process has the data and the test may have
 # freed the buffer (a false use-after-free; the data was sent intact).
