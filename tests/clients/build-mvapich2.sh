@@ -61,14 +61,19 @@ trap 'rm -rf "$work"' EXIT
 trap 'exit 143' TERM INT
 echo "build-mvapich2: building $prefix (log: $log)"
 start=$(date +%s)
-step() { # step NAME CMD...: runs CMD with its output in the log; a failure shows the log's tail.
-    local name=$1 t=$(date +%s); shift
+steps= # one line per step: its wall and CPU seconds, for build-info.txt
+# step NAME CMD...: runs CMD with its output in the log; a failure shows the
+# log's tail. Reports the step's wall-clock and CPU time (the CPU time says
+# what it costs on an idle machine when the wall-clock time does not).
+step() {
+    local name=$1 t TIMEFORMAT='%0R s (CPU %0U s user, %0S s sys)'; shift
     echo "---- $name: $*" >>"$log"
-    if ! "$@" >>"$log" 2>&1; then
+    if ! t=$({ time "$@" >>"$log" 2>&1; } 2>&1); then
         tail -n 40 "$log" >&2
-        die "$name failed after $(( $(date +%s) - t )) s (whole log: $log)"
+        die "$name failed after $t (whole log: $log)"
     fi
-    echo "build-mvapich2: $name $(( $(date +%s) - t )) s"
+    echo "build-mvapich2: $name $t"
+    steps+="$name $t"$'\n'
 }
 : >"$log"
 
@@ -103,7 +108,8 @@ for t in "${test_programs[@]}"; do
 done
 
 {
-    echo "MVAPICH2 1.9, built $(date -u +%FT%TZ) in $(( $(date +%s) - start )) s on $(hostname)"
+    echo "MVAPICH2 1.9, built $(date -u +%FT%TZ) in $(( $(date +%s) - start )) s on $(hostname) ($(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end)"
+    echo -n "$steps"
     echo "key $key"
     sha256sum "$tarball" "$patch"
     echo "linked against $libdir/libdat2.so, headers $top/include/dat2"
