@@ -17,8 +17,9 @@
 # e.g. local2:osu_latency, local4:coll/allred, netns2:osu_bw.
 #
 # Every rank talks through DAT (MV2_USE_SHARED_MEM=0) on the IA named by
-# DAT2_MPI_IA (default ofi-tcp; from <lib dir>/dat.conf unless DAT_OVERRIDE
-# is set); netns checks write their own dat.conf (one IA per namespace
+# DAT2_MPI_IA (default ofi-tcp; from the dat.conf generated in <lib dir>,
+# which libdat2 finds beside itself, unless the caller sets DAT_OVERRIDE);
+# netns checks write their own dat.conf (one IA per namespace
 # address). Exits 0 passed, 1 failed, 77 skipped (netns without root).
 # DAT2_MPI_TIMEOUT overrides the program's time limit (seconds).
 set -u
@@ -104,7 +105,9 @@ run() {
 }
 
 if [ "$where" = local ]; then
-    export DAT_OVERRIDE=${DAT_OVERRIDE:-$libdir/dat.conf}
+    # No DAT_OVERRIDE: libdat2 reads the dat.conf generated beside it, as an
+    # application run from the build tree would; that file lists only the
+    # IAs that passed a loopback connection when it was generated.
     run "$mpiexec" -launcher fork -n "$ranks" "$exe" "${args[@]}"
 else
     # Two "hosts": namespaces joined by a veth pair whose ends have the same
