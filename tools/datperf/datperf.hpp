@@ -19,7 +19,7 @@ namespace datperf {
 
 // ---- workloads ----------------------------------------------------------------
 
-enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate };
+enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate, Ring };
 
 struct WorkloadInfo {
     Workload id;

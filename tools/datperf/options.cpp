@@ -24,6 +24,8 @@ const std::vector<WorkloadInfo> &workloads()
         {Workload::ReadBw, "read", "RDMA-read streaming bandwidth", false, true},
         {Workload::SendBw, "send", "send/recv streaming bandwidth", false, true},
         {Workload::ConnRate, "conn-rate", "connection establishment rate", false, false},
+        {Workload::Ring, "ring", "RDMA writes into a ring the target polls, credits back by RDMA write (MPI eager RDMA)",
+         false, true},
     };
     return table;
 }
@@ -124,6 +126,10 @@ void usage(std::FILE *out)
         "                      buffer (like dtest -W and ib_write_lat)\n"
         "  write, read, send   streaming bandwidth with --window operations outstanding\n"
         "  conn-rate           connections per second for --endpoints endpoints\n"
+        "  ring                RDMA writes into a ring of --window slots that the target\n"
+        "                      polls (each slot's last byte), slots handed back by RDMA\n"
+        "                      write; both sides dequeue one shared EVD between looks at\n"
+        "                      memory (MPI's eager RDMA path); messages per second\n"
         "  Latency is one-way: round trip / 2, in microseconds (us). MB/s is 10^6 bytes\n"
         "  per second; for the ping-pongs it is size / one-way latency.\n"
         "\n"
@@ -136,8 +142,9 @@ void usage(std::FILE *out)
         "                      within 200..10000)\n"
         "  --warmup N          unmeasured iterations before them (default: a tenth, at\n"
         "                      most 100)\n"
-        "  --window N          outstanding operations of write/read/send, outstanding\n"
-        "                      connects of conn-rate (default 64; clamped to the IA's limits)\n"
+        "  --window N          outstanding operations of write/read/send, slots of ring,\n"
+        "                      outstanding connects of conn-rate (default 64; clamped to\n"
+        "                      the IA's limits)\n"
         "  --endpoints N       endpoints of conn-rate (default 100)\n"
         "  --poll              completions by dat_evd_dequeue busy-polling (default of\n"
         "                      pingpong and write-lat)\n"
@@ -440,6 +447,9 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
     if (opt->completion_forced && opt->completion == Completion::Wait &&
         std::find(opt->workloads.begin(), opt->workloads.end(), Workload::WriteLat) != opt->workloads.end())
         return bad("write-lat polls memory for the peer's writes: --wait does not apply to it");
+    if (opt->completion_forced && opt->completion == Completion::Wait &&
+        std::find(opt->workloads.begin(), opt->workloads.end(), Workload::Ring) != opt->workloads.end())
+        return bad("ring polls memory for the peer's writes: --wait does not apply to it");
     if (opt->role != Role::Loopback && !opt->compare.empty())
         return bad("--compare runs its peers on this host: it needs the one-command mode (no --server/--connect)");
     if (opt->role == Role::Server && (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() ||
@@ -457,7 +467,7 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
 
 Completion completion_for(const Options &opt, Workload w)
 {
-    if (w == Workload::WriteLat)
+    if (w == Workload::WriteLat || w == Workload::Ring)
         return Completion::Poll;
     if (opt.completion_forced)
         return opt.completion;

@@ -403,6 +403,9 @@ Point client_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Prog
                    const ConnRateSetup &cr);
 void server_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr);
 
+// ring.cpp: the ring workload's two sides.
+Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress);
+void server_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph);
 CtrlMsg ctrl_message(Msg type);
 CtrlMsg run_message(const Phase &ph);
 Phase phase_of(const CtrlMsg &m);
