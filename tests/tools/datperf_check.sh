@@ -6,7 +6,7 @@
 #
 #   datperf_check.sh DATPERF CASE [PLUGIN]
 #
-# CASE: pingpong, pingpong-wait, write-lat, write, read, send, conn-rate,
+# CASE: pingpong, pingpong-wait, write-lat, write, read, send, ring, conn-rate,
 # compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
 # --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
 # bad-provider (unknown name; entry whose library does not load), pin (--pin),
@@ -120,6 +120,17 @@ write | read | send)
     grep -q "16 outstanding" "$tmp/out" || fail "the table does not show the window"
     judge_table "$case:" 5 3 2 5
     judge_json "$case" 3
+    ;;
+ring)
+    # Every message found in the target's ring by its last byte, slots handed
+    # back by credit writes: a lost write or credit ends in datperf's timeout.
+    run ring --sizes 1,4k,64k -n 300 --window 16
+    expect_ok
+    grep -q "16 outstanding" "$tmp/out" || fail "the table does not show the ring's slots"
+    judge_table "ring:" 5 3 2 5
+    judge_json ring 3
+    run ring --wait --sizes 1 -n 10
+    [ "$rc" = 2 ] && grep -q "ring polls memory" "$tmp/err" || fail "ring --wait was not refused (exit $rc)"
     ;;
 conn-rate)
     run conn-rate --endpoints 20 --window 8

@@ -22,7 +22,7 @@ namespace datperf {
 
 // ---- workloads ----------------------------------------------------------------
 
-enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate, Scale };
+enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate, Scale, Ring };
 
 struct WorkloadInfo {
     Workload id;

@@ -25,6 +25,8 @@ const std::vector<WorkloadInfo> &workloads()
         {Workload::SendBw, "send", "send/recv streaming bandwidth", false, true},
         {Workload::ConnRate, "conn-rate", "connection establishment rate", false, false},
         {Workload::Scale, "scale", "costs against the number of connected pairs", false, false},
+        {Workload::Ring, "ring", "RDMA writes into a ring the target polls, credits back by RDMA write (MPI eager RDMA)",
+         false, true},
     };
     return table;
 }
@@ -132,6 +134,10 @@ void usage(std::FILE *out)
         "                      of the data connection among them (smallest --sizes, else\n"
         "                      64 B; --iters); then per-pair teardown time by batch, and\n"
         "                      the fds and RSS after. Raises RLIMIT_NOFILE to the hard limit\n"
+        "  ring                RDMA writes into a ring of --window slots that the target\n"
+        "                      polls (each slot's last byte), slots handed back by RDMA\n"
+        "                      write; both sides dequeue one shared EVD between looks at\n"
+        "                      memory (MPI's eager RDMA path); messages per second\n"
         "  Latency is one-way: round trip / 2, in microseconds (us). MB/s is 10^6 bytes\n"
         "  per second; for the ping-pongs it is size / one-way latency.\n"
         "\n"
@@ -144,8 +150,9 @@ void usage(std::FILE *out)
         "                      within 200..10000)\n"
         "  --warmup N          unmeasured iterations before them (default: a tenth, at\n"
         "                      most 100)\n"
-        "  --window N          outstanding operations of write/read/send, outstanding\n"
-        "                      connects of conn-rate (default 64; clamped to the IA's limits)\n"
+        "  --window N          outstanding operations of write/read/send, slots of ring,\n"
+        "                      outstanding connects of conn-rate (default 64; clamped to\n"
+        "                      the IA's limits)\n"
         "  --endpoints N       endpoints of conn-rate (default 100)\n"
         "  --pairs LIST        pair counts of scale, ascending: e.g. 128,256,1024 or\n"
         "                      MIN:MAX, doubling (default 128:4096)\n"
@@ -495,6 +502,9 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
     if (opt->completion_forced && opt->completion == Completion::Wait &&
         std::find(opt->workloads.begin(), opt->workloads.end(), Workload::WriteLat) != opt->workloads.end())
         return bad("write-lat polls memory for the peer's writes: --wait does not apply to it");
+    if (opt->completion_forced && opt->completion == Completion::Wait &&
+        std::find(opt->workloads.begin(), opt->workloads.end(), Workload::Ring) != opt->workloads.end())
+        return bad("ring polls memory for the peer's writes: --wait does not apply to it");
     if (opt->role != Role::Loopback && !opt->compare.empty())
         return bad("--compare runs its peers on this host: it needs the one-command mode (no --server/--connect)");
     if (opt->role == Role::Server && (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() ||
@@ -517,7 +527,7 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
 
 Completion completion_for(const Options &opt, Workload w)
 {
-    if (w == Workload::WriteLat)
+    if (w == Workload::WriteLat || w == Workload::Ring)
         return Completion::Poll;
     if (opt.completion_forced)
         return opt.completion;

@@ -315,7 +315,8 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
         case Workload::PingPong:
         case Workload::WriteLat: t.window = 1; break;
         case Workload::WriteBw:
-        case Workload::SendBw: t.window = std::min(opt.window, d.request_depth); break;
+        case Workload::SendBw:
+        case Workload::Ring: t.window = std::min(opt.window, d.request_depth); break;
         case Workload::ReadBw: t.window = std::min(opt.window, d.read_depth); break;
         case Workload::ConnRate:
         case Workload::Scale: t.window = std::min(opt.window, 256); break;

@@ -429,6 +429,9 @@ std::vector<ScaleRow> client_scale(DataPath &d, Control &ctrl, Events &ev, const
                                    const ConnRateSetup &cr);
 void server_scale(DataPath &d, Control &ctrl, Events &ev, const Phase &begin, const ConnRateSetup &cr);
 
+// ring.cpp: the ring workload's two sides.
+Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress);
+void server_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph);
 CtrlMsg ctrl_message(Msg type);
 CtrlMsg run_message(const Phase &ph);
 Phase phase_of(const CtrlMsg &m);
