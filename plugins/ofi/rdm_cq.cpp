@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Completion queues behind the RDM transport's DTO EVDs, and what their
+// completions mean to the kit.
+#include "rdm.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+
+namespace dat2::ofi {
+
+namespace {
+RdmCq &rcq(kit::Evd &evd) { return *static_cast<RdmCq *>(evd.cq); }
+} // namespace
+
+DAT_RETURN RdmTransport::cq_open(kit::Evd &evd, void *&out) {
+    fi_cq_attr attr{};
+    attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
+    attr.format = FI_CQ_FORMAT_TAGGED;
+    // A wait fd where the provider has one (rxm, rxd): dat_evd_wait sleeps on
+    // it. shm has none (its queues can only spin): the loop wakes the EVD.
+    attr.wait_obj = FI_WAIT_FD;
+    fid_cq *cq = nullptr;
+    int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
+    if (rc) {
+        attr.wait_obj = FI_WAIT_NONE;
+        rc = fi_cq_open(domain_, &attr, &cq, nullptr);
+    }
+    if (rc) {
+        DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
+    }
+    auto q = std::make_unique<RdmCq>();
+    q->cq = cq;
+    q->evd = &evd;
+    if (attr.wait_obj == FI_WAIT_FD && fi_control(&cq->fid, FI_GETWAIT, &q->fd) != 0)
+        q->fd = -1;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        cqs_[cq] = q.get();
+    }
+    out = q.release();
+    return DAT_SUCCESS;
+}
+
+void RdmTransport::cq_close(kit::Evd &evd) {
+    if (!evd.cq)
+        return;
+    RdmCq *q = &rcq(evd);
+    // No EP uses the EVD any more (the kit counts them): the libfabric
+    // endpoints bound to its queue go first.
+    close_fabric_eps_of(evd);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        cqs_.erase(q->cq);
+    }
+    loop().sync(); // a progress round that found it has ended
+    fi_close(&q->cq->fid);
+    delete q;
+}
+
+int RdmTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
+    RdmCq &q = rcq(evd);
+    const int n = read_queue(q, out, max);
+    if (n > 0)
+        q.spinning = false;
+    return n;
+}
+
+int RdmTransport::read_queue(RdmCq &q, kit::Completion *out, int max) {
+    fi_cq_tagged_entry entries[32];
+    int k = 0;
+    while (k < max) {
+        const std::size_t want = static_cast<std::size_t>(std::min(max - k, 32));
+        ssize_t n = fi_cq_read(q.cq, entries, want);
+        if (n > 0) {
+            for (ssize_t i = 0; i < n; ++i)
+                if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data,
+                              DAT_DTO_SUCCESS, out[k]))
+                    ++k;
+            if (static_cast<std::size_t>(n) < want)
+                break;
+            continue;
+        }
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (fi_cq_readerr(q.cq, &err, 0) != 1)
+                break;
+            const DAT_DTO_COMPLETION_STATUS status = to_dto_status(err.err);
+            if (status != DAT_DTO_ERR_FLUSHED)
+                DAT2_LOG(log::kGeneric, "%s: DTO failed: %s\n", name(), fi_text(err.err));
+            if (translate(err.op_context, err.flags, err.len, err.data, status, out[k]))
+                ++k;
+            continue;
+        }
+        if (n != -FI_EAGAIN)
+            DAT2_ERR("%s: fi_cq_read: %s\n", name(), fi_text(static_cast<int>(n)));
+        break;
+    }
+    return k;
+}
+
+bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                             DAT_DTO_COMPLETION_STATUS status, kit::Completion &out) {
+    if (!context)
+        return false;
+    auto *part = static_cast<RdmCtx::Part *>(context);
+    RdmCtx &c = *part->owner;
+    RdmCtxBlock *block = c.block;
+    if (status != DAT_DTO_SUCCESS && c.status == DAT_DTO_SUCCESS)
+        c.status = status;
+    if (--c.left > 0)
+        return false; // the other part of a write with immediate data is still out
+    status = c.status;
+    c.recv_posted = false;
+    const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());
+    kit::Op *op = block->base + index;
+    const bool stale = block->retired.load(std::memory_order_acquire);
+    if (!stale && !op->is_recv)
+        static_cast<RdmEp *>(op->ep->tp)->requests_out.fetch_sub(1, std::memory_order_relaxed);
+    block->release();
+    if (stale)
+        return false; // the EP was reset or freed: its record is no longer this operation's
+    out.op = op;
+    out.status = status;
+    out.length = static_cast<std::uint32_t>(op->is_recv ? len : op->length);
+    out.invalidate = false;
+    out.rmr_context = 0;
+    out.immed = kit::Completion::Immed::kNone;
+    out.immed_data = 0;
+    out.ep = nullptr;
+    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA) && op->is_recv) {
+        if (data & kImmedTag) {
+            // The end of a peer's write with immediate data (post_write_immed).
+            out.immed = kit::Completion::Immed::kRdmaWrite;
+            out.immed_data = static_cast<std::uint32_t>(data);
+            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
+        } else {
+            out.invalidate = true;
+            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
+        }
+    }
+    return true;
+}
+
+int RdmTransport::cq_fd(kit::Evd &evd) { return rcq(evd).fd; }
+
+bool RdmTransport::cq_arm(kit::Evd &evd) {
+    RdmCq &q = rcq(evd);
+    if (q.fd >= 0) {
+        fid *f = &q.cq->fid;
+        return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    }
+    // No wait fd: poll for a while, then sleep until the loop's round finds
+    // completions (it looks every millisecond while someone waits).
+    fi_cq_tagged_entry none;
+    if (fi_cq_read(q.cq, &none, 0) != -FI_EAGAIN)
+        return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!q.spinning) {
+        q.spinning = true;
+        q.spin_until = now + std::chrono::microseconds(100);
+        return false;
+    }
+    if (now < q.spin_until)
+        return false;
+    q.spinning = false;
+    loop().post([] {}); // a round now: it sees the waiter and looks every millisecond
+    return true;
+}
+
+} // namespace dat2::ofi
