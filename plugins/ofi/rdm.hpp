@@ -64,13 +64,23 @@ struct RdmCtxBlock {
     std::atomic<int> refs{1}; // the EP's, plus one per operation with the provider
     std::atomic<bool> retired{false};
     kit::Op *base = nullptr; // ep.ops.data() when made
-    std::size_t n = 0;
+    std::size_t n = 0;       // records; ctx holds two more, the connection's hello (kHelloRecv, kHelloSend)
     std::unique_ptr<RdmCtx[]> ctx;
     void release() {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
             delete this;
     }
 };
+
+// The hello of a connection: each side sends the other an empty message
+// with this bit set in the peer's tag as soon as it knows the peer, and
+// receives one. Providers that set up their own peer state lazily on the
+// first message (shm maps the peer's region and waits for the peer to answer
+// before it takes a message or RMA for it) do so while the connection is
+// being established, not at the consumer's first DTO, which a peer that
+// stopped progressing would leave refused for ever.
+inline constexpr std::uint64_t kHelloBit = 1ull << 60;
+inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
 // One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs.
 struct RdmFabricEp {
@@ -99,6 +109,11 @@ struct RdmEp {
     kit::EventLoop::Timer *disconnect_timer = nullptr;
     bool graceful_pending = false;
     std::chrono::steady_clock::time_point graceful_deadline{};
+    // RDMA and atomic operations with the provider, and when one last
+    // completed (or the first was posted): an operation the target never
+    // answers breaks the connection (kRmaAnswerTimeout, progress_round).
+    std::atomic<int> rma_out{0};
+    std::atomic<std::int64_t> rma_stamp_ns{0};
 };
 
 // A connection of the side channel.
@@ -232,6 +247,8 @@ private:
     // (mu_ held); fills `report`, returns the connection to retire.
     RdmConn *finish_disconnect(RdmEp &rep, kit::ConnectionReport &report);
     void break_connection(std::uint64_t ep_id);
+    // An accept whose requester is gone: ACCEPT_COMPLETION_ERROR, from the loop.
+    void fail_accept_later(RdmEp &rep);
 
     // ---- endpoints (rdm_ep.cpp)
     RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it on first use
@@ -254,11 +271,13 @@ private:
     // message to a peer waits for the peer to map our region; a full queue
     // drains as completions are written). Bounded: a queue that stays full
     // is the caller's DAT_INSUFFICIENT_RESOURCES.
-    template <class Post> ssize_t post_retrying(RdmFabricEp &fep, Post &&post) {
+    template <class Post>
+    ssize_t post_retrying(RdmFabricEp &fep, Post &&post,
+                          std::chrono::milliseconds bound = std::chrono::milliseconds(50)) {
         ssize_t rc = post();
         if (rc != -FI_EAGAIN)
             return rc;
-        const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        const auto until = std::chrono::steady_clock::now() + bound;
         for (unsigned i = 1; rc == -FI_EAGAIN; ++i) {
             fi_cq_tagged_entry none;
             fi_cq_read(fep.tx_cq, &none, 0);
@@ -270,6 +289,11 @@ private:
         }
         return rc;
     }
+
+    // The connection's hello (kHelloBit), once the peer is attached; mu_ not held.
+    void hello(RdmEp &rep);
+    // Counts an RDMA or atomic operation posted on `rep` (rma_out).
+    void rma_posted(RdmEp &rep);
 
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
@@ -311,6 +335,13 @@ private:
     };
     std::unordered_map<std::string, AvEntry> av_entries_;
     std::unordered_map<fid_cq *, RdmCq *> cqs_; // the loop drives them
+    // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
+    // 1 since the loop last looked): the loop breaks the connection of one
+    // whose operations stay unanswered. Its own lock: taken on the post path.
+    static constexpr std::chrono::milliseconds kRmaAnswerTimeout{2000};
+    std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released
+    std::mutex rma_watch_mu_;
+    std::vector<std::uint64_t> rma_watch_;
     int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
     int connected_ = 0; // connections that exist: the loop drives progress while there are any
     std::chrono::steady_clock::time_point last_activity_{};

@@ -262,8 +262,10 @@ void RdmTransport::conn_ready(std::uint64_t id, std::uint32_t events) {
             }
         }
         finish_retire(retire);
-        if (ready)
+        if (ready) {
             kit::ep_transport_ready(*ready);
+            hello(rep_of(*ready));
+        }
         report.deliver();
         if (!more)
             return;
@@ -597,14 +599,38 @@ void RdmTransport::listener_ready(RdmPsp *rpsp) {
     }
 }
 
+void RdmTransport::fail_accept_later(RdmEp &rep) {
+    const std::uint64_t ep_id = rep.id;
+    loop().post([this, ep_id] {
+        kit::ConnectionReport late;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            auto it = eps_.find(ep_id);
+            if (it == eps_.end())
+                return;
+            late.connect_failed(*it->second->owner, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
+        }
+        late.deliver();
+    });
+}
+
 DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) {
     const auto id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cr.tp));
     RdmEp &rep = rep_of(ep);
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        RdmConn *retire = nullptr;
+        std::unique_lock<std::mutex> lock(mu_);
         RdmConn *c = conn_by_id(id);
-        if (!c || c->state != RdmConn::kRequested)
-            return DAT_ERROR(DAT_INVALID_STATE, 0); // the requester went away: reject() or cr_release() frees it
+        if (!c || c->state != RdmConn::kRequested) {
+            // The requester went away before the accept: dat_cr_accept(3DAT)'s
+            // ACCEPT_COMPLETION_ERROR, reported once the kit has taken the accept.
+            if (c)
+                retire = detach_conn(id);
+            fail_accept_later(rep);
+            lock.unlock();
+            finish_retire(retire);
+            return DAT_SUCCESS;
+        }
         if (DAT_RETURN r = prepare_data_path(rep))
             return r;
         if (DAT_RETURN r = attach_peer(rep, c->peer_name, c->peer_tag))
@@ -633,21 +659,13 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
             if (c)
                 retire = detach_conn(id);
             end_data_path(rep);
-            const std::uint64_t ep_id = rep.id;
-            loop().post([this, ep_id] {
-                kit::ConnectionReport late;
-                {
-                    std::lock_guard<std::mutex> lock(mu_);
-                    auto it = eps_.find(ep_id);
-                    if (it == eps_.end())
-                        return;
-                    late.connect_failed(*it->second->owner, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
-                }
-                late.deliver();
-            });
+            fail_accept_later(rep);
         }
     }
-    finish_retire(retire);
+    if (retire)
+        finish_retire(retire);
+    else
+        hello(rep); // after the accept: the requester drives its progress once it has it
     return DAT_SUCCESS;
 }
 

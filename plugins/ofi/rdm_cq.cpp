@@ -114,10 +114,22 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
     status = c.status;
     c.recv_posted = false;
     const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());
+    if (index >= block->n) {
+        block->release(); // the connection's hello: nothing for the kit
+        return false;
+    }
     kit::Op *op = block->base + index;
     const bool stale = block->retired.load(std::memory_order_acquire);
-    if (!stale && !op->is_recv)
-        static_cast<RdmEp *>(op->ep->tp)->requests_out.fetch_sub(1, std::memory_order_relaxed);
+    if (!stale && !op->is_recv) {
+        auto *rep = static_cast<RdmEp *>(op->ep->tp);
+        rep->requests_out.fetch_sub(1, std::memory_order_relaxed);
+        if (op->operation == DAT_DTO_RDMA_WRITE || op->operation == DAT_DTO_RDMA_READ ||
+            op->ext != kit::ExtKind::kNone) {
+            rep->rma_stamp_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                    std::memory_order_relaxed);
+            rep->rma_out.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
     block->release();
     if (stale)
         return false; // the EP was reset or freed: its record is no longer this operation's

@@ -18,8 +18,8 @@ RdmCtxBlock *make_block(kit::Ep &ep) {
     auto *b = new RdmCtxBlock;
     b->base = ep.ops.data();
     b->n = ep.ops.size();
-    b->ctx = std::make_unique<RdmCtx[]>(b->n);
-    for (std::size_t i = 0; i < b->n; ++i) {
+    b->ctx = std::make_unique<RdmCtx[]>(b->n + 2);
+    for (std::size_t i = 0; i < b->n + 2; ++i) {
         b->ctx[i].part[0].owner = b->ctx[i].part[1].owner = &b->ctx[i];
         b->ctx[i].block = b;
     }
@@ -211,7 +211,7 @@ void RdmTransport::cancel_receives(RdmEp &rep) {
     if (!rep.fep || !rep.block)
         return;
     RdmCtxBlock &b = *rep.block;
-    for (std::size_t i = 0; i < b.n; ++i)
+    for (std::size_t i = 0; i < b.n + 2; ++i)
         if (b.ctx[i].recv_posted)
             fi_cancel(&rep.fep->ep->fid, &b.ctx[i].part[0]);
 }
@@ -269,6 +269,42 @@ void RdmTransport::end_data_path(RdmEp &rep) {
 
 // ---- posts ------------------------------------------------------------------------------
 
+void RdmTransport::rma_posted(RdmEp &rep) {
+    if (rep.rma_out.fetch_add(1, std::memory_order_relaxed) != 0)
+        return;
+    rep.rma_stamp_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(rma_watch_mu_);
+    rma_watch_.push_back(rep.id);
+}
+
+void RdmTransport::hello(RdmEp &rep) {
+    RdmFabricEp *fep = rep.fep;
+    RdmCtxBlock *b = rep.block;
+    if (!fep || !b)
+        return;
+    RdmCtx &r = b->ctx[b->n + kHelloRecv];
+    RdmCtx &s = b->ctx[b->n + kHelloSend];
+    r.left = s.left = 1;
+    b->refs.fetch_add(2, std::memory_order_relaxed);
+    fi_msg_tagged rmsg{nullptr, nullptr, 0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit, 0,
+                       &r.part[0], 0};
+    r.recv_posted = true;
+    if (post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
+        r.recv_posted = false;
+        b->release();
+    }
+    fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
+    // The peer answers within its next progress round (a millisecond), or
+    // it is busy: a bound of its own, not the post path's.
+    const ssize_t rc = post_retrying(
+        *fep, [&] { return fi_tsendmsg(fep->ep, &smsg, FI_COMPLETION); }, std::chrono::milliseconds(1000));
+    if (rc != 0) {
+        b->release();
+        DAT2_LOG(log::kGeneric, "%s: EP %p: the connection's first message was not taken: %s\n", name(),
+                 (void *)rep.owner, fi_text(static_cast<int>(rc)));
+    }
+}
+
 DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                               const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
     RdmEp &rep = rep_of(ep);
@@ -305,6 +341,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         } else {
             fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
             fi_msg_rma msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c->part[0], 0};
+            rma_posted(rep);
             if (kind == kit::PostKind::kRdmaWrite) {
                 // Delivery completion: a write the target refuses (key, range,
                 // access) fails here, and on shm it takes the target's checked
@@ -315,8 +352,11 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                 rc = post_retrying(*fep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
             }
         }
-        if (rc)
+        if (rc) {
             rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+            if (kind != kit::PostKind::kSend)
+                rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        }
     }
     if (rc == 0)
         return DAT_SUCCESS;
@@ -341,10 +381,12 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
     if (!c)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     rep.requests_out.fetch_add(1, std::memory_order_relaxed);
+    rma_posted(rep);
     DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote)
                                                             : post_atomic(rep, *c, op, segs[0], remote);
     if (r != DAT_SUCCESS) {
         rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+        rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
         give_back_ctx(*c);
     }
     return r;

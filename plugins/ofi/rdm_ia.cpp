@@ -61,9 +61,8 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     hints->ep_attr->type = FI_EP_RDM;
     hints->mode = FI_CONTEXT | FI_CONTEXT2;
-    // Every registration model we can serve: remote addresses are virtual
-    // addresses either way (an offset-based provider gets the address as
-    // the region's offset, rdm_mr.cpp), provider or chosen keys, local
+    // Every registration model we can serve: remote memory named by virtual
+    // address (DAT's rmr triplets), provider or chosen keys, local
     // descriptors always passed.
     hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
     hints->domain_attr->threading = FI_THREAD_SAFE;
@@ -74,10 +73,21 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         hints->fabric_attr->name = strdup(params_.fabric.c_str());
     const std::uint64_t base_caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
                                     FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // Remote memory must be named by virtual address (DAT's rmr triplets carry
+    // no region base). The registration model bits first; a provider that
+    // answers them with offset addressing (shm once RMA ordering is asked
+    // for, rxm, rxd) is asked for FI_MR_BASIC (virtual addresses, provider
+    // keys), which every util-based provider serves.
+    const auto virtual_addressing = [](const fi_info *i) {
+        return (i->domain_attr->mr_mode & FI_MR_VIRT_ADDR) || i->domain_attr->mr_mode == FI_MR_BASIC;
+    };
     int rc = -FI_ENODATA;
+    for (int basic = 0; basic <= 1 && rc; ++basic)
     for (int saw = 1; saw >= 0 && rc; --saw)
         for (int directed = 1; directed >= 0 && rc; --directed)
             for (int atomic = 1; atomic >= 0 && rc; --atomic) {
+                hints->domain_attr->mr_mode =
+                    basic ? FI_MR_BASIC : FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
                 hints->caps = base_caps | (directed ? FI_DIRECTED_RECV : 0) | (atomic ? FI_ATOMIC : 0) |
                               (saw ? 0 : FI_FENCE);
                 // Asking for send-after-write order also keeps shm's RMA on
@@ -92,18 +102,23 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
                     info_ = nullptr;
                     rc = fi_getinfo(kApiVersion, params_.address.c_str(), nullptr, FI_SOURCE, hints, &info_);
                 }
+                if (rc == 0 && !virtual_addressing(info_)) {
+                    fi_freeinfo(info_);
+                    info_ = nullptr;
+                    rc = -FI_ENODATA;
+                }
             }
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: no libfabric provider '%s' with reliable-datagram endpoints (FI_EP_RDM, FI_MSG, FI_TAGGED, "
-                 "FI_RMA): %s\n",
+                 "FI_RMA, remote memory by virtual address): %s\n",
                  name, params_.provider.c_str(), fi_text(rc));
         info_ = nullptr;
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
     directed_recv_ = (info_->caps & FI_DIRECTED_RECV) != 0;
     fence_after_write_ = !(info_->tx_attr->msg_order & FI_ORDER_SAW);
-    user_keys_ = !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
+    user_keys_ = info_->domain_attr->mr_mode != FI_MR_BASIC && !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
 
     // The side channel's address.
     if (!params_.address.empty()) {
@@ -159,7 +174,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     caps.max_private_data = static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, rdmwire::kMaxPdata));
     caps.max_srq_recvs = 0; // see README: no shared receive contexts on RDM endpoints here
     caps.send_with_invalidate = info_->domain_attr->cq_data_size >= sizeof(DAT_RMR_CONTEXT);
-    const bool local_mr = (info_->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+    const bool local_mr = info_->domain_attr->mr_mode != FI_MR_BASIC && (info_->domain_attr->mr_mode & FI_MR_LOCAL);
     if ((info_->caps & FI_ATOMIC) && !local_mr) {
         // The operands live in the DTO record, which no registration covers:
         // a provider that needs local descriptors (FI_MR_LOCAL) goes without.
@@ -176,9 +191,10 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
                         : static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&addr_)->sin_addr);
     inet_ntop(addr_.ss_family, a, text, sizeof text);
     DAT2_LOG(log::kGeneric,
-             "%s: libfabric %s (RDM), fabric %s, domain %s, side channel on %s; directed receives %s, send after "
-             "write %s, keys %s, atomics %s\n",
+             "%s: libfabric %s (RDM), fabric %s, domain %s, side channel on %s; mr_mode %#x, directed receives %s, "
+             "send after write %s, keys %s, atomics %s\n",
              name, info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text,
+             info_->domain_attr->mr_mode,
              directed_recv_ ? "yes" : "no (tags only)", fence_after_write_ ? "fenced" : "ordered",
              user_keys_ ? "ours" : "the provider's", caps.ext.fetch_add ? "yes" : "no");
     return DAT_SUCCESS;
@@ -250,9 +266,45 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
 // happens the rounds slow down.
 int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
+    thread_local std::vector<std::uint64_t> watch;
+    thread_local std::vector<kit::ConnectionReport> broken;
     bool busy = false, waiters = false, active = false;
     {
+        std::lock_guard<std::mutex> lock(rma_watch_mu_);
+        watch.swap(rma_watch_);
+    }
+    {
         std::lock_guard<std::mutex> lock(mu_);
+        // RDMA and atomic operations nobody answers: a target that refused
+        // one may send no answer at all (shm 1.17 drops a refused RMA
+        // without a response), and one that stopped progressing never will.
+        // After kRmaAnswerTimeout the connection breaks: the kit flushes
+        // what is outstanding, and memory stays as it was.
+        const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+        std::size_t keep = 0;
+        for (std::uint64_t id : watch) {
+            auto it = eps_.find(id);
+            if (it == eps_.end() || it->second->rma_out.load(std::memory_order_relaxed) <= 0)
+                continue;
+            RdmEp &rep = *it->second;
+            if (now_ns - rep.rma_stamp_ns.load(std::memory_order_relaxed) <
+                std::chrono::nanoseconds(kRmaAnswerTimeout).count()) {
+                watch[keep++] = id;
+                continue;
+            }
+            const DAT_EP_STATE s = kit::ep_state(*rep.owner);
+            if (!rep.conn || (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING))
+                continue;
+            DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
+                     "target, or the target stopped); the connection is broken\n",
+                     name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));
+            broken.emplace_back();
+            RdmConn *c = detach_conn(rep.conn);
+            end_data_path(rep);
+            broken.back().disconnected(*rep.owner, true);
+            dead_conns_.push_back(c);
+        }
+        watch.resize(keep);
         busy = connected_ > 0;
         for (auto &[cq, q] : cqs_) {
             const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
@@ -278,6 +330,18 @@ int RdmTransport::progress_round() {
         else if (busy && !waiters && now - last_activity_ > std::chrono::milliseconds(200))
             busy = false; // quiet: every 10 ms, below
     }
+    if (!watch.empty()) {
+        std::lock_guard<std::mutex> lock(rma_watch_mu_);
+        rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());
+        busy = true;
+    }
+    watch.clear();
+    for (RdmConn *c : dead_conns_)
+        finish_retire(c);
+    dead_conns_.clear();
+    for (kit::ConnectionReport &r : broken)
+        r.deliver();
+    broken.clear();
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();

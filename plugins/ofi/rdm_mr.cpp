@@ -22,10 +22,9 @@ std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
 }
 } // namespace
 
-// The region's offset is its virtual address: a provider that addresses
-// remote memory by offset (no FI_MR_VIRT_ADDR) then takes the same remote
-// addresses as one that uses virtual addresses, and DAT's rmr triplets mean
-// the same on both. Without FI_MR_PROV_KEY the key is ours: a counter, never
+// Remote addresses are virtual addresses (open() requires FI_MR_VIRT_ADDR:
+// DAT's rmr triplets carry no region base to compute an offset from).
+// Without FI_MR_PROV_KEY the key is ours: a counter, never
 // 0, so that every registration (an LMR, each binding of a window) has a
 // key no earlier one had while the counter has not wrapped (2^32 registrations).
 DAT_RETURN RdmTransport::register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **out,
@@ -39,7 +38,7 @@ DAT_RETURN RdmTransport::register_range(std::uintptr_t addr, DAT_VLEN len, std::
             if (requested == 0)
                 requested = next_key_.fetch_add(1, std::memory_order_relaxed);
         }
-        rc = fi_mr_reg(domain_, reinterpret_cast<void *>(addr), len, access, addr, requested, 0, &mr, nullptr);
+        rc = fi_mr_reg(domain_, reinterpret_cast<void *>(addr), len, access, 0, requested, 0, &mr, nullptr);
         // A chosen key still in use (after the counter wrapped): the next one.
         if (rc != -FI_ENOKEY || !user_keys_ || tries > 16)
             break;
