@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,8 +84,10 @@ inline constexpr std::uint64_t kHelloBit = 1ull << 60;
 inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
 // One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs.
+struct RdmCq;
 struct RdmFabricEp {
     fid_ep *ep = nullptr;
+    RdmCq *tx_q = nullptr, *rx_q = nullptr; // the EVDs' queues (nullptr: the null queue)
     kit::Evd *request_evd = nullptr, *recv_evd = nullptr;
     fid_cq *tx_cq = nullptr, *rx_cq = nullptr; // the queues it is bound to
     std::string name; // fi_getname: what peers put in their address vector
@@ -114,6 +117,14 @@ struct RdmEp {
     // answers breaks the connection (kRmaAnswerTimeout, progress_round).
     std::atomic<int> rma_out{0};
     std::atomic<std::int64_t> rma_stamp_ns{0};
+    // Messages sent on the connection, and received (completions read): a
+    // disconnect names how many it follows, and the receiving side ends the
+    // connection once those arrived (or after kDrainTimeout): the side
+    // channel may overtake data still in the fabric (rxm's tcp stream).
+    std::atomic<std::uint64_t> msgs_out{0}, msgs_in{0};
+    std::uint64_t drain_until_msgs = 0; // the peer's disconnect: messages to wait for
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_deadline{};
 };
 
 // A connection of the side channel.
@@ -126,6 +137,7 @@ struct RdmConn {
         kAwaitReady,    // passive: accept sent
         kConnected,
         kDead,          // passive, a CR holds it: the peer went away before the consumer answered
+        kDraining,      // the peer disconnected; its last messages are still on their way
     };
     std::uint64_t id = 0;
     int fd = -1;
@@ -167,6 +179,7 @@ struct RdmCq {
     // within microseconds, the loop's next look within a millisecond.
     std::chrono::steady_clock::time_point spin_until{};
     bool spinning = false;
+    std::uint64_t polled_round = 0; // progress_round: each queue once a round
 };
 
 class RdmTransport final : public kit::Transport {
@@ -334,17 +347,20 @@ private:
         int refs;
     };
     std::unordered_map<std::string, AvEntry> av_entries_;
+    static constexpr std::size_t kAvIdleEntries = 64;
+    std::deque<std::string> av_idle_; // entries whose last connection ended, oldest first (may repeat)
     std::unordered_map<fid_cq *, RdmCq *> cqs_; // the loop drives them
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one
     // whose operations stay unanswered. Its own lock: taken on the post path.
     static constexpr std::chrono::milliseconds kRmaAnswerTimeout{2000};
+    static constexpr std::chrono::milliseconds kDrainTimeout{1000};
+    std::uint64_t round_ = 0;
     std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released
     std::mutex rma_watch_mu_;
     std::vector<std::uint64_t> rma_watch_;
     int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
     int connected_ = 0; // connections that exist: the loop drives progress while there are any
-    std::chrono::steady_clock::time_point last_activity_{};
 };
 
 } // namespace dat2::ofi

@@ -348,6 +348,16 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         return;
     case RdmConn::kConnected:
         if (m.kind == kDisconnect) {
+            // The disconnect names the messages sent before it (tag field):
+            // those still in the fabric arrive first (kDrainTimeout at most).
+            if (m.tag > rep->msgs_in.load(std::memory_order_relaxed)) {
+                c.state = RdmConn::kDraining;
+                rep->draining = true;
+                rep->drain_until_msgs = m.tag;
+                rep->drain_deadline = std::chrono::steady_clock::now() + kDrainTimeout;
+                loop().arm(rep->disconnect_timer, kit::Deadline::after(std::chrono::milliseconds(1)));
+                return;
+            }
             end_data_path(*rep);
             report.disconnected(*rep->owner, false);
             retire = true;
@@ -365,6 +375,7 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         return;
     case RdmConn::kConnecting:
     case RdmConn::kDead:
+    case RdmConn::kDraining:
         return;
     }
 }
@@ -391,6 +402,10 @@ bool RdmTransport::on_conn_lost(RdmConn &c, kit::ConnectionReport &report, int e
         end_data_path(*rep);
         report.connect_failed(*rep->owner, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
         return true;
+    case RdmConn::kDraining:
+        // The peer closed after its disconnect: the drain's timer ends it.
+        loop().modify(c.watch, 0);
+        return false;
     case RdmConn::kConnected:
         DAT2_LOG(log::kGeneric, "%s: connection of EP %p broke: %s\n", name(), (void *)rep->owner,
                  err ? std::strerror(err) : "the peer closed the side channel without a disconnect");
@@ -419,9 +434,10 @@ void RdmTransport::handshake_expired(std::uint64_t id) {
 
 RdmConn *RdmTransport::finish_disconnect(RdmEp &rep, kit::ConnectionReport &report) {
     RdmConn *c = rep.conn ? conn_by_id(rep.conn) : nullptr;
-    if (c && !c->disconnect_sent) {
+    if (c && !c->disconnect_sent && c->state != RdmConn::kDraining) {
         rdmwire::Message m;
         m.kind = rdmwire::kDisconnect;
+        m.tag = rep.msgs_out.load(std::memory_order_relaxed);
         send_message(*c, m);
     }
     end_data_path(rep);
@@ -458,11 +474,29 @@ void RdmTransport::graceful_check(std::uint64_t ep_id) {
     kit::ConnectionReport report;
     RdmConn *retire = nullptr;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
         auto it = eps_.find(ep_id);
-        if (it == eps_.end() || !it->second->graceful_pending)
+        if (it == eps_.end())
             return;
         RdmEp &rep = *it->second;
+        if (rep.draining) {
+            // The peer's disconnect waits for the messages it followed.
+            if (rep.msgs_in.load(std::memory_order_relaxed) < rep.drain_until_msgs &&
+                std::chrono::steady_clock::now() < rep.drain_deadline) {
+                loop().arm(rep.disconnect_timer, kit::Deadline::after(std::chrono::milliseconds(1)));
+                return;
+            }
+            RdmConn *c = rep.conn ? detach_conn(rep.conn) : nullptr;
+            end_data_path(rep);
+            report.disconnected(*rep.owner, false);
+            retire = c;
+        }
+        if (!rep.graceful_pending) {
+            lock.unlock();
+            finish_retire(retire);
+            report.deliver();
+            return;
+        }
         if (rep.requests_out.load(std::memory_order_relaxed) > 0 &&
             std::chrono::steady_clock::now() < rep.graceful_deadline) {
             loop().arm(rep.disconnect_timer, kit::Deadline::after(std::chrono::milliseconds(1)));

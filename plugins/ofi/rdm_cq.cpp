@@ -120,6 +120,8 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
     }
     kit::Op *op = block->base + index;
     const bool stale = block->retired.load(std::memory_order_acquire);
+    if (!stale && op->is_recv && status == DAT_DTO_SUCCESS)
+        static_cast<RdmEp *>(op->ep->tp)->msgs_in.fetch_add(1, std::memory_order_relaxed);
     if (!stale && !op->is_recv) {
         auto *rep = static_cast<RdmEp *>(op->ep->tp);
         rep->requests_out.fetch_sub(1, std::memory_order_relaxed);

@@ -110,6 +110,8 @@ RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
     fid_cq *rx = ep.recv_evd && ep.recv_evd->cq ? static_cast<RdmCq *>(ep.recv_evd->cq)->cq : null_cq_;
     fep->tx_cq = tx;
     fep->rx_cq = rx;
+    fep->tx_q = ep.request_evd && ep.request_evd->cq ? static_cast<RdmCq *>(ep.request_evd->cq) : nullptr;
+    fep->rx_q = ep.recv_evd && ep.recv_evd->cq ? static_cast<RdmCq *>(ep.recv_evd->cq) : nullptr;
     const char *step = "fi_endpoint";
     int rc = fi_endpoint(domain_, info_, &fep->ep, nullptr);
     if (rc == 0) {
@@ -236,13 +238,25 @@ int RdmTransport::av_insert(const std::string &name, fi_addr_t &out) {
     return 0;
 }
 
+// An entry no connection uses stays: a provider may still have operations
+// for the peer in flight (rxm crashes in its progress after fi_av_remove of
+// a peer it has a connection to), and the next connection to the same peer
+// finds it. Entries are removed once more than kAvIdleEntries are unused,
+// the oldest first.
 void RdmTransport::av_release(const std::string &name) {
     auto found = av_entries_.find(name);
     if (found == av_entries_.end() || --found->second.refs > 0)
         return;
-    fi_addr_t addr = found->second.addr;
-    fi_av_remove(av_, &addr, 1, 0);
-    av_entries_.erase(found);
+    av_idle_.push_back(name);
+    while (av_idle_.size() > kAvIdleEntries) {
+        auto old = av_entries_.find(av_idle_.front());
+        av_idle_.pop_front();
+        if (old == av_entries_.end() || old->second.refs > 0)
+            continue;
+        fi_addr_t addr = old->second.addr;
+        fi_av_remove(av_, &addr, 1, 0);
+        av_entries_.erase(old);
+    }
 }
 
 DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag) {
@@ -265,6 +279,7 @@ void RdmTransport::end_data_path(RdmEp &rep) {
     }
     loop().disarm(rep.disconnect_timer);
     rep.graceful_pending = false;
+    rep.draining = false;
 }
 
 // ---- posts ------------------------------------------------------------------------------
@@ -338,6 +353,8 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                 rep.wrote = false;
             }
             rc = post_retrying(*fep, [&] { return fi_tsendmsg(fep->ep, &msg, flags); });
+            if (rc == 0)
+                rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
         } else {
             fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
             fi_msg_rma msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c->part[0], 0};
@@ -424,6 +441,8 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     // The write is on its way and cannot be taken back: a queue still full
     // after a while fails the DTO when the write completes.
     rc = post_retrying(*rep.fep, [&] { return fi_tsendmsg(rep.fep->ep, &smsg, flags); });
+    if (rc == 0)
+        rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
     if (rc) {
         DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", name(),
                  fi_text(static_cast<int>(rc)));

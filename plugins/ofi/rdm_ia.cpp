@@ -5,6 +5,7 @@
 #include "rdm.hpp"
 
 #include "log.hpp"
+#include "resources.hpp"
 #include "sockaddr.hpp"
 
 #include <arpa/inet.h>
@@ -21,6 +22,31 @@ namespace {
 bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
     fi_atomic_attr attr{};
     return fi_query_atomic(domain, FI_UINT64, op, &attr, flags) == 0 && attr.count >= 1 && attr.size == 8;
+}
+
+// How many EVDs the process's descriptors allow (dat_ia_query's max_evds
+// must be reachable): each holds the kit's eventfd, and a DTO EVD its
+// queue's wait object where the provider has one (measured on a probe).
+DAT_COUNT evds_within_process_limits(fid_domain *domain) {
+    const kit::ProcessUsage before = kit::process_usage();
+    kit::ProcessUsage per_evd{1, 0, 0};
+    fi_cq_attr attr{};
+    attr.size = 1024;
+    attr.format = FI_CQ_FORMAT_TAGGED;
+    attr.wait_obj = FI_WAIT_FD;
+    fid_cq *probe = nullptr;
+    if (fi_cq_open(domain, &attr, &probe, nullptr) != 0) {
+        attr.wait_obj = FI_WAIT_NONE;
+        if (fi_cq_open(domain, &attr, &probe, nullptr) != 0)
+            probe = nullptr;
+    }
+    if (probe) {
+        const kit::ProcessUsage each = kit::process_usage() - before;
+        fi_close(&probe->fid);
+        if (each.fds > 0)
+            per_evd.fds += each.fds;
+    }
+    return kit::objects_within(kit::process_limits(), before, per_evd, kit::kMaxObjects);
 }
 
 bool is_ip_format(std::uint32_t f) { return f == FI_SOCKADDR_IN || f == FI_SOCKADDR_IN6 || f == FI_SOCKADDR; }
@@ -183,6 +209,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     }
     caps.ext.rdma_write_immed = info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) &&
                                 (!fence_after_write_ || (info_->caps & FI_FENCE));
+    caps.max_evds = std::min(caps.max_evds, evds_within_process_limits(domain_));
     loop().set_idle_hook([this] { return progress_round(); });
 
     char text[INET6_ADDRSTRLEN] = "?";
@@ -262,13 +289,14 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
 // asleep in dat_evd_wait on a queue without a wait fd must be woken. Each
 // round reads every queue once (zero entries: progress, and whether
 // something is queued), which costs the number of EVDs, never the number of
-// connections (those share the EVDs' libfabric endpoints). While nothing
-// happens the rounds slow down.
+// connections (those share the EVDs' libfabric endpoints). A round every
+// millisecond while a connection exists: an RDMA write to a target that only
+// watches its memory lands within about a millisecond (dtest -W).
 int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
-    bool busy = false, waiters = false, active = false;
+    bool busy = false, waiters = false;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         watch.swap(rma_watch_);
@@ -306,29 +334,28 @@ int RdmTransport::progress_round() {
         }
         watch.resize(keep);
         busy = connected_ > 0;
-        for (auto &[cq, q] : cqs_) {
-            const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
-            waiters = waiters || waiter;
-            if (!busy && !waiter)
-                continue;
-            fi_cq_tagged_entry none;
-            const ssize_t n = fi_cq_read(cq, &none, 0);
-            if (n == 0 || n == -FI_EAVAIL) {
-                active = true;
-                if (waiter)
+        ++round_;
+        // Only the queues a libfabric endpoint is bound to can have work:
+        // EVDs no Endpoint connected through cost nothing.
+        for (auto &[key, fep] : fabric_eps_)
+            for (RdmCq *q : {fep->tx_q, fep->rx_q}) {
+                if (!q || q->polled_round == round_)
+                    continue;
+                q->polled_round = round_;
+                const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
+                waiters = waiters || waiter;
+                if (!busy && !waiter)
+                    continue;
+                fi_cq_tagged_entry none;
+                const ssize_t n = fi_cq_read(q->cq, &none, 0);
+                if ((n == 0 || n == -FI_EAVAIL) && waiter)
                     wake.push_back(q->evd);
             }
-        }
         if (busy) {
             fi_cq_tagged_entry drop[8];
             while (fi_cq_read(null_cq_, drop, 8) > 0) {
             }
         }
-        const auto now = std::chrono::steady_clock::now();
-        if (active)
-            last_activity_ = now;
-        else if (busy && !waiters && now - last_activity_ > std::chrono::milliseconds(200))
-            busy = false; // quiet: every 10 ms, below
     }
     if (!watch.empty()) {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
@@ -345,10 +372,7 @@ int RdmTransport::progress_round() {
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();
-    if (busy || waiters)
-        return 1;
-    std::lock_guard<std::mutex> lock(mu_);
-    return connected_ > 0 ? 10 : -1;
+    return busy || waiters ? 1 : -1;
 }
 
 } // namespace dat2::ofi
