@@ -164,6 +164,12 @@ struct RdmPsp {
     kit::EventLoop::Watch *watch = nullptr;
 };
 
+// An LMR: a registration for local use and one for its remote privileges (rdm_mr.cpp).
+struct RdmMr {
+    fid_mr *local = nullptr;
+    fid_mr *remote = nullptr;
+};
+
 // An RMR: a registration of its own of the bound range (rdm_mr.cpp).
 struct RdmRmr {
     fid_mr *mr = nullptr;
@@ -264,7 +270,9 @@ private:
     void fail_accept_later(RdmEp &rep);
 
     // ---- endpoints (rdm_ep.cpp)
-    RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it on first use
+    RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it if ensure_fabric_ep did not
+    DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
+    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep);
     void close_fabric_eps_of(kit::Evd &evd);
     DAT_RETURN post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
                                 const DAT_RMR_TRIPLET &remote);
@@ -356,6 +364,9 @@ private:
     static constexpr std::chrono::milliseconds kRmaAnswerTimeout{2000};
     static constexpr std::chrono::milliseconds kDrainTimeout{1000};
     std::uint64_t round_ = 0;
+    static constexpr int kMaxRoundMs = 64;
+    int round_ms_ = 1; // the loop's: how long the next wait may be
+    std::chrono::steady_clock::time_point quiet_since_{};
     std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released
     std::mutex rma_watch_mu_;
     std::vector<std::uint64_t> rma_watch_;

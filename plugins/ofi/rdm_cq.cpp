@@ -124,6 +124,14 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
         static_cast<RdmEp *>(op->ep->tp)->msgs_in.fetch_add(1, std::memory_order_relaxed);
     if (!stale && !op->is_recv) {
         auto *rep = static_cast<RdmEp *>(op->ep->tp);
+        if (status != DAT_DTO_SUCCESS) {
+            // A request that failed ends the connection, as on InfiniBand
+            // (the QP goes to the error state): rxm reports a write the
+            // target refused as cancelled (tcp dropped its connection and
+            // rxm makes a new one); the kit flushes what follows.
+            const std::uint64_t id = rep->id;
+            loop().post([this, id] { break_connection(id); });
+        }
         rep->requests_out.fetch_sub(1, std::memory_order_relaxed);
         if (op->operation == DAT_DTO_RDMA_WRITE || op->operation == DAT_DTO_RDMA_READ ||
             op->ext != kit::ExtKind::kNone) {

@@ -33,6 +33,8 @@ std::uint64_t immed_cq_data(std::uint64_t length, std::uint32_t immed) { return 
 // ---- endpoints ---------------------------------------------------------------------
 
 DAT_RETURN RdmTransport::ep_open(kit::Ep &ep, void *&tp) {
+    if (DAT_RETURN r = ensure_fabric_ep(ep))
+        return r;
     auto rep = std::make_unique<RdmEp>();
     rep->owner = &ep;
     rep->block = make_block(ep);
@@ -103,6 +105,39 @@ RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
     auto found = fabric_eps_.find(key);
     if (found != fabric_eps_.end())
         return found->second.get();
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep);
+    if (!fep)
+        return nullptr;
+    RdmFabricEp *out = fep.get();
+    fabric_eps_.emplace(key, std::move(fep));
+    return out;
+}
+
+// At dat_ep_create, without mu_: enabling an endpoint may take long (rxm
+// fills its buffer pools: seconds on a loaded machine), and should neither
+// hold up the loop nor count against a connect's timeout.
+DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
+    const auto key = std::make_pair(ep.request_evd, ep.recv_evd);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (fabric_eps_.count(key))
+            return DAT_SUCCESS;
+    }
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep);
+    if (!fep)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!fabric_eps_.count(key)) {
+            fabric_eps_.emplace(key, std::move(fep));
+            return DAT_SUCCESS;
+        }
+    }
+    fi_close(&fep->ep->fid); // another EP of the pair made one meanwhile
+    return DAT_SUCCESS;
+}
+
+std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep) {
     auto fep = std::make_unique<RdmFabricEp>();
     fep->request_evd = ep.request_evd;
     fep->recv_evd = ep.recv_evd;
@@ -147,9 +182,7 @@ RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
         return nullptr;
     }
     fep->name.assign(name, len);
-    RdmFabricEp *out = fep.get();
-    fabric_eps_.emplace(key, std::move(fep));
-    return out;
+    return fep;
 }
 
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {

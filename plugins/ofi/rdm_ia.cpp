@@ -290,13 +290,14 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
 // round reads every queue once (zero entries: progress, and whether
 // something is queued), which costs the number of EVDs, never the number of
 // connections (those share the EVDs' libfabric endpoints). A round every
-// millisecond while a connection exists: an RDMA write to a target that only
-// watches its memory lands within about a millisecond (dtest -W).
+// millisecond while a connection has work: an RDMA write to a target that
+// only watches its memory lands within about a millisecond (dtest -W); on
+// connections that stay quiet, at most kMaxRoundMs later.
 int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
-    bool busy = false, waiters = false;
+    bool busy = false, waiters = false, active = false;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         watch.swap(rma_watch_);
@@ -348,8 +349,11 @@ int RdmTransport::progress_round() {
                     continue;
                 fi_cq_tagged_entry none;
                 const ssize_t n = fi_cq_read(q->cq, &none, 0);
-                if ((n == 0 || n == -FI_EAVAIL) && waiter)
-                    wake.push_back(q->evd);
+                if (n == 0 || n == -FI_EAVAIL) {
+                    active = true;
+                    if (waiter)
+                        wake.push_back(q->evd);
+                }
             }
         if (busy) {
             fi_cq_tagged_entry drop[8];
@@ -357,7 +361,8 @@ int RdmTransport::progress_round() {
             }
         }
     }
-    if (!watch.empty()) {
+    const bool rma_pending = !watch.empty();
+    if (rma_pending) {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());
         busy = true;
@@ -372,7 +377,21 @@ int RdmTransport::progress_round() {
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();
-    return busy || waiters ? 1 : -1;
+    if (waiters)
+        return 1;
+    if (!busy)
+        return -1;
+    // Quiet connections: the rounds slow down to kMaxRoundMs once nothing was
+    // queued for 100 ms, so that an idle process sleeps; work seen brings
+    // back a round a millisecond.
+    const auto now = std::chrono::steady_clock::now();
+    if (active || rma_pending) {
+        quiet_since_ = now;
+        round_ms_ = 1;
+    } else if (now - quiet_since_ > std::chrono::milliseconds(100)) {
+        round_ms_ = std::min(round_ms_ * 2, kMaxRoundMs);
+    }
+    return round_ms_;
 }
 
 } // namespace dat2::ofi

@@ -66,19 +66,37 @@ DAT_RETURN RdmTransport::register_range(std::uintptr_t addr, DAT_VLEN len, std::
     return DAT_SUCCESS;
 }
 
+// Two registrations: one for local use (the descriptor of our posts) and,
+// when the LMR has remote privileges, one with only those, whose key is the
+// rmr_context. A provider may widen what a registration for local use
+// allows remotely (rxm adds FI_REMOTE_READ to any region registered for
+// FI_SEND, which its rendezvous protocol reads): the key handed out never
+// opens more than the LMR's remote privileges.
 DAT_RETURN RdmTransport::mr_register(kit::Lmr &lmr, kit::Registration &out) {
-    const std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | remote_access(lmr.privileges);
-    fid_mr *mr = nullptr;
-    if (DAT_RETURN r = register_range(lmr.address, lmr.length, access, &mr, &out.rmr_context))
+    auto reg = std::make_unique<RdmMr>();
+    DAT_RMR_CONTEXT unused = 0;
+    if (DAT_RETURN r = register_range(lmr.address, lmr.length, FI_SEND | FI_RECV | FI_READ | FI_WRITE, &reg->local,
+                                      &unused))
         return r;
-    out.mr = mr;
-    out.desc = fi_mr_desc(mr);
+    if (const std::uint64_t remote = remote_access(lmr.privileges)) {
+        if (DAT_RETURN r = register_range(lmr.address, lmr.length, remote, &reg->remote, &out.rmr_context)) {
+            fi_close(&reg->local->fid);
+            return r;
+        }
+    }
+    out.desc = fi_mr_desc(reg->local);
+    out.mr = reg.release();
     return DAT_SUCCESS;
 }
 
 void RdmTransport::mr_deregister(kit::Lmr &lmr) {
-    if (lmr.mr)
-        fi_close(&static_cast<fid_mr *>(lmr.mr)->fid);
+    auto *reg = static_cast<RdmMr *>(lmr.mr);
+    if (!reg)
+        return;
+    if (reg->remote)
+        fi_close(&reg->remote->fid);
+    fi_close(&reg->local->fid);
+    delete reg;
 }
 
 // A window is a registration of its own of the bound range under a new key
