@@ -186,6 +186,11 @@ struct RdmCq {
     std::chrono::steady_clock::time_point spin_until{};
     bool spinning = false;
     std::uint64_t polled_round = 0; // progress_round: each queue once a round
+    // Activity as the loop sees it: completions the consumer read, and a
+    // queue that became non-empty (completions nobody reads are no news).
+    std::atomic<std::uint64_t> reads{0};
+    std::uint64_t seen_reads = 0;
+    bool was_nonempty = false;
 };
 
 class RdmTransport final : public kit::Transport {

@@ -62,8 +62,10 @@ void RdmTransport::cq_close(kit::Evd &evd) {
 int RdmTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     RdmCq &q = rcq(evd);
     const int n = read_queue(q, out, max);
-    if (n > 0)
+    if (n > 0) {
         q.spinning = false;
+        q.reads.store(q.reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); // under Evd::mu
+    }
     return n;
 }
 

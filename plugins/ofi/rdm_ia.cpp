@@ -349,11 +349,14 @@ int RdmTransport::progress_round() {
                     continue;
                 fi_cq_tagged_entry none;
                 const ssize_t n = fi_cq_read(q->cq, &none, 0);
-                if (n == 0 || n == -FI_EAVAIL) {
+                const bool nonempty = n == 0 || n == -FI_EAVAIL;
+                const std::uint64_t reads = q->reads.load(std::memory_order_relaxed);
+                if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
                     active = true;
-                    if (waiter)
-                        wake.push_back(q->evd);
-                }
+                q->was_nonempty = nonempty;
+                q->seen_reads = reads;
+                if (nonempty && waiter)
+                    wake.push_back(q->evd);
             }
         if (busy) {
             fi_cq_tagged_entry drop[8];
