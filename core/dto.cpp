@@ -199,6 +199,17 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     const int flags_arg = (kind == PostKind::kSend || recv) ? 5 : 6;
     if (flags & ~kValidCompletionFlags)
         return invalid_arg(flags_arg);
+    // dat_ep_post_send(3DAT) and the others: "The value of
+    // DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the Endpoint Request
+    // [Recv] Completion Flags DAT_COMPLETION_UNSIGNALLED_FLAG."
+    if ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+        !((recv ? ep->attr.recv_completion_flags : ep->attr.request_completion_flags) &
+          DAT_COMPLETION_UNSIGNALLED_FLAG)) {
+        DAT2_LOG(log::kGeneric, "EP %p: DAT_COMPLETION_UNSIGNALLED_FLAG on a %s, but the EP's %s completion flags "
+                                "do not allow it\n",
+                 (void *)ep, recv ? "receive" : "request", recv ? "recv" : "request");
+        return invalid_arg(flags_arg);
+    }
     if (!recv && kind != PostKind::kSend && !remote)
         return invalid_arg(5);
     DAT_EP_STATE state = ep->state.load(std::memory_order_acquire);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IA open/query/close, consumer contexts, handle types and PZs.
 #include "boundary.hpp"
+#include "dat2_version.h"
 #include "event_loop.hpp"
 #include "slots.hpp"
 #include "srq.hpp"
@@ -148,8 +149,10 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             if (ia->transport) {
                 Capabilities caps;
                 err = ia->transport->open(caps);
-                if (err == DAT_SUCCESS)
+                if (err == DAT_SUCCESS) {
                     ia->caps = limited(caps);
+                    make_provider_attrs(*ia);
+                }
             }
             if (err == DAT_SUCCESS && ia->transport)
                 err = ia->loop->start();
@@ -213,8 +216,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         ia_out.max_recv_per_srq = ia->caps.max_srq_recvs;
         ia_out.extension_supported = DAT_EXTENSION_NONE;
         std::snprintf(pa->provider_name, sizeof pa->provider_name, "%s", ia->name.c_str());
-        pa->provider_version_major = 2;
-        pa->provider_version_minor = 0;
+        pa->provider_version_major = DAT2_VERSION_MAJOR;
+        pa->provider_version_minor = DAT2_VERSION_MINOR;
         // OFED's registry finds the entry again from these three at dat_ia_close.
         pa->dapl_version_major = info->dapl_version_major;
         pa->dapl_version_minor = info->dapl_version_minor;

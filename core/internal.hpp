@@ -53,8 +53,10 @@ void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status
 // immediate data: DAT_IB_DTO_EVENT with the DAT_IB_EXTENSION_EVENT_DATA of
 // dat_ib_extensions.h.
 void ext_event(DAT_EVENT &e, const Op &op, const Completion *c);
-// The extension's attributes in dat_ia_query.
+// The extension's attributes in dat_ia_query, and the provider-specific
+// attributes (made once by make_provider_attrs, after the transport opened).
 void ext_query(Ia &ia, DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr);
+void make_provider_attrs(Ia &ia);
 
 // ---- rmr.cpp ----
 // dto_event() of a dat_rmr_bind's record: its DAT_RMR_BIND_COMPLETION_EVENT.

@@ -415,8 +415,10 @@ struct Ia : ObjectHeader {
     std::vector<std::uint16_t> lmr_generation;
     std::deque<std::uint32_t> lmr_free; // popped at the back, freed indexes pushed at the front
     std::atomic<int> rmrs{0}; // RMRs that exist (kMaxRmrs)
-    // dat_ia_query's provider-specific attributes (core/ext.cpp fills them).
-    DAT_NAMED_ATTR provider_attrs[6] = {};
+    // dat_ia_query's provider-specific attributes, made once at dat_ia_open
+    // (core/ext.cpp): the names and values, and the array that points at them.
+    std::deque<std::string> attr_text;
+    std::vector<DAT_NAMED_ATTR> provider_attrs;
     Ia();
     ~Ia();
 };

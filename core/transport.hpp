@@ -66,6 +66,20 @@ struct Registration {
 
 enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
 
+// What dat_ia_query publishes among the provider-specific attributes: the
+// DAT_IB_* names OFED's providers publish, which consumers read (dtestsrq
+// sizes its messages by DAT_IB_TRANSPORT_MTU). Empty and 0 fields are left
+// out.
+struct TransportFacts {
+    std::string provider;      // DAT_IB_PROVIDER_NAME
+    std::string device;        // DAT_IB_DEVICE_NAME
+    std::string node_guid;     // DAT_IB_NODE_GUID
+    std::string gid;           // DAT_IB_GID
+    unsigned transport_mtu = 0; // DAT_IB_TRANSPORT_MTU: the size messages are cut at
+    std::string port_status;   // DAT_IB_PORT_STATUS
+    int port = 0;              // DAT_IB_PORT_NUMBER
+};
+
 class Transport {
 public:
     explicit Transport(Ia &ia) : ia_(ia) {}
@@ -96,6 +110,8 @@ public:
 
     // Attributes: the kit fills the generic ones first, the transport its own.
     virtual void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) = 0;
+    // Asked once, after open().
+    virtual void facts(TransportFacts &) const {}
     // The IA address (port 0).
     virtual const sockaddr *address() const = 0;
 

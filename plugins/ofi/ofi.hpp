@@ -78,6 +78,32 @@ inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, voi
 struct OfiEp;
 struct OfiPsp;
 
+// The libfabric domain of a protection zone (ofi_mr.cpp). A domain is the
+// scope of libfabric's memory keys: the target's endpoint looks a key up in
+// its own domain only, so an RDMA access with the key of a region in another
+// PZ finds nothing and fails, as on an InfiniBand device whose protection
+// domains differ.
+struct OfiDomain {
+    fid_domain *domain = nullptr;
+    fid_cq *null_cq = nullptr; // bound where an EP has no EVD for a direction
+    int users = 0;             // LMRs, EPs, RMRs and SRQs of its PZ
+    int cq_parts = 0;          // completion queues of EVDs opened in it
+    bool ia_own = false;       // the IA's first domain, closed with the IA
+};
+
+// The completion queues behind a DTO EVD: one in each domain its EPs are in
+// (a queue serves endpoints of its own domain only). Nearly always one.
+struct OfiCq {
+    static constexpr int kMaxParts = 8;
+    struct Part {
+        OfiDomain *dom;
+        fid_cq *cq;
+    };
+    Part parts[kMaxParts];
+    std::atomic<int> count{0}; // parts written before the count is (release)
+    int wait_fd = -1;          // with two parts or more: an epoll set of their wait fds
+};
+
 class OfiTransport final : public kit::Transport {
 public:
     OfiTransport(kit::Ia &ia, const Params &params);
@@ -85,6 +111,7 @@ public:
 
     DAT_RETURN open(kit::Capabilities &caps) override;
     void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    void facts(kit::TransportFacts &out) const override;
     const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
 
     DAT_RETURN cq_open(kit::Evd &evd, void *&cq) override;
@@ -137,13 +164,13 @@ private:
     void disconnect_expired(std::uint64_t id);
 
     // ---- endpoints (ofi_ep.cpp), mu_ held
-    // Creates, binds and enables the libfabric endpoint of `oep`.
-    DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
+    // Creates, binds and enables the libfabric endpoint of `oep` in the
+    // domain of its EP's PZ; `grown` as cq_part().
+    DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info, bool &grown);
     void close_endpoint(OfiEp &oep);
     OfiEp *ep_by_fid(const fid *f);
 
     // ---- completion queues and progress (ofi_cq.cpp)
-    fid_cq *cq_of(kit::Evd *evd);
     // Completions of one libfabric queue; `taker` (an EP with an SRQ, whose
     // own queue this is) becomes Completion::ep of each.
     int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
@@ -153,11 +180,25 @@ private:
     bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
                    DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out);
 
-    // ---- memory (ofi_mr.cpp)
-    // Registers [addr, addr + len) with `access`; the key becomes *key (it
-    // must fit a 32-bit rmr_context).
-    DAT_RETURN register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
+    // ---- memory and protection zones (ofi_mr.cpp)
+    // Registers [addr, addr + len) in `dom` with `access`; the key becomes
+    // *key (it must fit a 32-bit rmr_context).
+    DAT_RETURN register_range(OfiDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
                               DAT_RMR_CONTEXT *key);
+    // The domain of `pz` (made for its first user), counted; nullptr (logged)
+    // when libfabric makes none. An object without a PZ uses the IA's.
+    OfiDomain *domain_acquire(const kit::Pz *pz);
+    void domain_release(OfiDomain *dom);
+    std::mutex dom_mu_; // the map and the counts
+    std::unordered_map<const kit::Pz *, OfiDomain *> pz_domains_;
+    OfiDomain base_;          // domain_: taken by the first PZ, and the first part of every EVD's queues
+    bool base_taken_ = false; // by a PZ
+    void domain_close_if_unused(OfiDomain *dom); // dom_mu_ held
+    // The queue of `evd` in `dom` (made when missing), or dom's null queue
+    // without an EVD; mu_ held. `grown`: a queue was added (the EVD's
+    // waiters must look again once mu_ is released).
+    fid_cq *cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown);
+    fid_cq *open_cq(OfiDomain &dom, std::size_t size);
 
     // ---- shared receive queues (ofi_srq.cpp)
     int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
@@ -203,7 +244,6 @@ private:
     fid_fabric *fabric_ = nullptr;
     fid_domain *domain_ = nullptr;
     fid_eq *eq_ = nullptr;
-    fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
     kit::EventLoop::Watch *eq_watch_ = nullptr;
     sockaddr_storage addr_{};
     DAT_COUNT max_srq_recvs_ = 0;
@@ -224,7 +264,7 @@ private:
     // only when asked, and an RDMA write must land while the target just
     // watches its memory), and wakes the EVD when completions are queued.
     // Their wait fds are watched on the loop, so that a round costs what is
-    // ready, pending or connected, never the number of queues.
+    // ready or pending, never the number of queues or endpoints.
     //
     // A queue whose consumer keeps polling it (dat_evd_dequeue, Evd::dequeues
     // moves, nobody inside dat_evd_wait) needs none of this: its polls drive
@@ -236,17 +276,15 @@ private:
         kit::Evd *evd;
         int fd;                          // its wait fd, or -1: none, always pending
         kit::EventLoop::Watch *watch = nullptr;
-        bool pending = false;            // in pending_: may hold completions nobody was woken for
-        std::uint64_t kicked = 0;        // the round whose progress it last had
+        bool pending = false;            // in pending_: driven until its fd can be trusted
+        std::chrono::steady_clock::time_point due{}; // pending: when it is driven next
+        std::chrono::milliseconds backoff{0};
         bool resting = false;            // in resting_, its fd unwatched
         std::uint32_t seen_dequeues = 0; // evd->dequeues when the loop last looked
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
-    std::vector<fid_cq *> resting_; // looked at every tick
-    std::uint64_t round_ = 0;
-    bool busy_ = false; // some endpoint is connected, or a queue pending or resting
-    std::size_t endpoints_ = 0; // libfabric endpoints that exist
+    std::vector<fid_cq *> resting_; // and at every tick while there are any
     std::chrono::steady_clock::time_point next_tick_{};
     // The loop's idle hook: one round of progress; returns how long the
     // loop may sleep.
@@ -255,16 +293,19 @@ private:
     void cq_ready(fid_cq *cq);
     // mu_ held. Whether the consumer dequeued from w's EVD since the loop
     // last looked, without waiting in dat_evd_wait (whose sleep needs the
-    // loop's progress: tcp's fd does not tell when a socket drains).
+    // loop's progress when the loop consumed the fd's signal).
     static bool consumer_polls(WatchedCq &w);
     void rest(fid_cq *cq, WatchedCq &w);         // unwatched, into resting_
     void stop_resting(fid_cq *cq, WatchedCq &w); // watched again; the caller kicks it
     // Starts watching `cq` for `evd`, or makes an existing one's completions
-    // wake `evd`; mu_ not held.
+    // wake `evd`; mu_ not held (held: the _locked form).
     DAT_RETURN watch_cq(fid_cq *cq, kit::Evd *evd);
+    DAT_RETURN watch_cq_locked(fid_cq *cq, kit::Evd *evd);
     void unwatch_cq(fid_cq *cq); // mu_ not held; before fi_close
-    // Drives progress on `cq` once this round and makes it pending (mu_
-    // held); its record, if watched.
+    // Runs the provider's progress on `cq` once; whether completions are queued.
+    static bool drive(fid_cq *cq);
+    // drive() and makes it pending, looked at in the next round (mu_ held);
+    // its record, if watched.
     WatchedCq *kick_progress(fid_cq *cq);
 
     // An EP that takes its receives from an SRQ (libfabric shared receive
@@ -286,11 +327,13 @@ struct OfiEp {
     kit::Ep *owner = nullptr;
     std::uint64_t id = 0;
     fid_ep *ep = nullptr;
+    OfiDomain *dom = nullptr;   // of `pz`, counted
+    const kit::Pz *pz = nullptr; // the EP's PZ when `dom` was taken (dat_ep_modify may change it)
     bool shutdown_sent = false;
     // A graceful disconnect that libfabric does not confirm ends this long
     // after the shutdown was sent.
     kit::EventLoop::Timer *disconnect_timer = nullptr;
-    fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue)
+    fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue), in `dom`
     // The queues `ep` is bound to: the loop drives them while it is connected.
     fid_cq *send_cq = nullptr;
     fid_cq *recv_cq = nullptr;
@@ -302,9 +345,17 @@ struct OfiPsp {
     DAT_CONN_QUAL conn_qual = 0; // requests naming another one are refused (refuse_other_qual)
 };
 
-// An RMR: a registration of its own of the bound range (ofi_mr.cpp).
+// An RMR: a registration of its own of the bound range, in its PZ's
+// domain (ofi_mr.cpp).
 struct OfiRmr {
+    OfiDomain *dom = nullptr;
     fid_mr *mr = nullptr;
+};
+
+// An SRQ: a shared receive context of its PZ's domain (ofi_srq.cpp).
+struct OfiSrq {
+    OfiDomain *dom = nullptr;
+    fid_ep *srx = nullptr;
 };
 
 } // namespace dat2::ofi

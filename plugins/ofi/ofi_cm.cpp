@@ -21,6 +21,14 @@ namespace {
 
 OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
 
+// An EVD got another queue: a consumer asleep in dat_evd_wait looks again
+// (its fd is another now).
+void wake_evds(kit::Ep &ep) {
+    for (kit::Evd *evd : {ep.request_evd, ep.recv_evd})
+        if (evd)
+            kit::evd_wake(*evd);
+}
+
 } // namespace
 
 // ---- the event queue ---------------------------------------------------------------
@@ -183,10 +191,13 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
     std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf, qual);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r;
+    bool grown = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        r = make_endpoint(oep, cinfo);
+        r = make_endpoint(oep, cinfo, grown);
     }
+    if (grown)
+        wake_evds(ep);
     if (r == DAT_SUCCESS) {
         // Receives posted so far go in before the peer can send anything.
         kit::ep_transport_ready(ep);
@@ -373,10 +384,13 @@ DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
     std::size_t len = frame_cm_data(kCmAccept, pdata, pdata_len, buf);
     OfiEp &oep = oep_of(ep);
     DAT_RETURN r;
+    bool grown = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        r = make_endpoint(oep, info);
+        r = make_endpoint(oep, info, grown);
     }
+    if (grown)
+        wake_evds(ep);
     if (r != DAT_SUCCESS)
         return r;
     kit::ep_transport_ready(ep);

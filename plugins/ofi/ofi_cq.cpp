@@ -9,46 +9,140 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <memory>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 namespace dat2::ofi {
 
 namespace {
-fid_cq *cq_ptr(kit::Evd &evd) { return static_cast<fid_cq *>(evd.cq); }
+OfiCq &cq_ref(kit::Evd &evd) { return *static_cast<OfiCq *>(evd.cq); }
 } // namespace
 
-fid_cq *OfiTransport::cq_of(kit::Evd *evd) { return evd && evd->cq ? cq_ptr(*evd) : null_cq_; }
-
-DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
+fid_cq *OfiTransport::open_cq(OfiDomain &dom, std::size_t size) {
     fi_cq_attr attr{};
-    // The EVD's FIFO holds qlen events; the queue behind it must hold every
-    // completion the EPs feeding it can have outstanding.
-    attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
+    attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a send with invalidate
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
-    int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
-    if (rc) {
+    if (int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr)) {
         DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
+        return nullptr;
     }
+    return cq;
+}
+
+namespace {
+// The EVD's FIFO holds qlen events; a queue behind it must hold every
+// completion the EPs feeding it can have outstanding.
+std::size_t cq_size(const kit::Evd &evd) { return std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024); }
+} // namespace
+
+// The first queue is in the IA's own domain, which the first PZ takes: an
+// IA with one PZ has one queue per EVD.
+DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
+    auto c = std::make_unique<OfiCq>();
+    fid_cq *cq = open_cq(base_, cq_size(evd));
+    if (!cq)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     if (DAT_RETURN r = watch_cq(cq, &evd)) {
         fi_close(&cq->fid);
         return r;
     }
-    out = cq;
+    c->parts[0] = {&base_, cq};
+    c->count.store(1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++base_.cq_parts;
+    }
+    out = c.release();
     return DAT_SUCCESS;
 }
 
+fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
+    if (!evd || !evd->cq) {
+        if (!dom.null_cq) {
+            fi_cq_attr attr{};
+            attr.size = 16;
+            attr.format = FI_CQ_FORMAT_MSG;
+            attr.wait_obj = FI_WAIT_NONE;
+            if (int rc = fi_cq_open(dom.domain, &attr, &dom.null_cq, nullptr)) {
+                DAT2_ERR("%s: fi_cq_open: %s\n", name(), fi_text(rc));
+                return nullptr;
+            }
+        }
+        return dom.null_cq;
+    }
+    OfiCq &c = cq_ref(*evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+        if (c.parts[i].dom == &dom)
+            return c.parts[i].cq;
+    if (n == OfiCq::kMaxParts) {
+        DAT2_ERR("%s: EVD %p serves EPs of %d protection zones already, the most it can\n", name(), (void *)evd, n);
+        return nullptr;
+    }
+    fid_cq *cq = open_cq(dom, cq_size(*evd));
+    if (!cq)
+        return nullptr;
+    // dat_evd_wait waits on one fd: with two queues, an epoll set of both.
+    int fds[OfiCq::kMaxParts + 1];
+    int nfds = 0;
+    for (int i = 0; i <= n; ++i) {
+        fid_cq *q = i < n ? c.parts[i].cq : cq;
+        if (fi_control(&q->fid, FI_GETWAIT, &fds[nfds]) == 0)
+            ++nfds;
+    }
+    if (c.wait_fd < 0) {
+        c.wait_fd = ::epoll_create1(EPOLL_CLOEXEC);
+        for (int i = 0; c.wait_fd >= 0 && i < nfds - 1; ++i) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[i], &ev);
+        }
+    }
+    if (c.wait_fd >= 0 && nfds > n) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[nfds - 1], &ev);
+    }
+    if (watch_cq_locked(cq, evd) != DAT_SUCCESS) {
+        fi_close(&cq->fid);
+        return nullptr;
+    }
+    c.parts[n] = {&dom, cq};
+    c.count.store(n + 1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++dom.cq_parts;
+    }
+    grown = true;
+    return cq;
+}
+
 void OfiTransport::cq_close(kit::Evd &evd) {
-    if (!evd.cq)
+    auto *c = static_cast<OfiCq *>(evd.cq);
+    if (!c)
         return;
-    unwatch_cq(cq_ptr(evd));
-    fi_close(&cq_ptr(evd)->fid);
+    const int n = c->count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        unwatch_cq(c->parts[i].cq);
+        fi_close(&c->parts[i].cq->fid);
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        --c->parts[i].dom->cq_parts;
+        domain_close_if_unused(c->parts[i].dom);
+    }
+    if (c->wait_fd >= 0)
+        ::close(c->wait_fd);
+    delete c;
 }
 
 int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
-    int n = read_queue(cq_ptr(evd), nullptr, out, max);
+    OfiCq &c = cq_ref(evd);
+    int n = read_queue(c.parts[0].cq, nullptr, out, max);
+    const int parts = c.count.load(std::memory_order_acquire);
+    for (int i = 1; i < parts && n < max; ++i)
+        n += read_queue(c.parts[i].cq, nullptr, out + n, max - n);
     if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
         n += read_srq_queues(evd, out + n, max - n);
     return n;
@@ -118,25 +212,37 @@ bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len
 
 // dat_evd_wait sleeps on the queue's own wait fd (libfabric tcp puts the
 // sockets of the queue's endpoints in it), so the kernel wakes the consumer
-// directly. The loop may still run progress on the queue and, doing so,
-// clear the fd's signal after a completion arrived; it then finds the queue
-// not empty (fi_trywait fails) and wakes the EVD itself.
+// directly; with several queues, on an epoll set of theirs. The loop may
+// still run progress on a queue and, doing so, clear the fd's signal after a
+// completion arrived; it then finds the queue not empty (fi_trywait fails)
+// and wakes the EVD itself.
 int OfiTransport::cq_fd(kit::Evd &evd) {
+    OfiCq &c = cq_ref(evd);
+    if (c.count.load(std::memory_order_acquire) > 1)
+        return c.wait_fd;
     int fd = -1;
-    if (fi_control(&cq_ptr(evd)->fid, FI_GETWAIT, &fd) != 0)
+    if (fi_control(&c.parts[0].cq->fid, FI_GETWAIT, &fd) != 0)
         return -1; // the loop wakes the EVD instead
     return fd;
 }
 
 bool OfiTransport::cq_arm(kit::Evd &evd) {
-    fid *f = &cq_ptr(evd)->fid;
-    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    OfiCq &c = cq_ref(evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    fid *f[OfiCq::kMaxParts];
+    for (int i = 0; i < n; ++i)
+        f[i] = &c.parts[i].cq->fid;
+    return fi_trywait(fabric_, f, n) == FI_SUCCESS;
 }
 
 // ---- progress -------------------------------------------------------------------
 
 DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
     std::lock_guard<std::mutex> lock(mu_);
+    return watch_cq_locked(cq, evd);
+}
+
+DAT_RETURN OfiTransport::watch_cq_locked(fid_cq *cq, kit::Evd *evd) {
     auto found = cqs_.find(cq);
     if (found != cqs_.end()) {
         found->second.evd = evd;
@@ -226,20 +332,24 @@ void OfiTransport::stop_resting(fid_cq *cq, WatchedCq &w) {
     }
 }
 
+bool OfiTransport::drive(fid_cq *cq) {
+    // A zero-entry read runs the provider's progress without taking any
+    // completion away from the consumer; 0 means completions are queued.
+    fi_cq_msg_entry none;
+    return fi_cq_read(cq, &none, 0) == 0;
+}
+
 OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
     auto found = cqs_.find(cq);
     if (found == cqs_.end())
         return nullptr;
     WatchedCq &w = found->second;
-    if (w.kicked != round_) {
-        w.kicked = round_;
-        // A zero-entry read runs the provider's progress without taking any
-        // completion away from the consumer.
-        fi_cq_msg_entry none;
-        fi_cq_read(cq, &none, 0);
-    }
+    drive(cq);
     // Progress may have queued completions and consumed the fd's signal that
-    // announced them (tcp resets it as it goes): the next round looks.
+    // announced them (tcp resets it as it goes): the next round looks at
+    // once, and until fi_trywait trusts the fd again.
+    w.due = {};
+    w.backoff = std::chrono::milliseconds(0);
     if (!w.pending) {
         w.pending = true;
         pending_.push_back(cq); // capacity reserved by watch_cq
@@ -263,68 +373,73 @@ void OfiTransport::cq_ready(fid_cq *cq) {
         kit::evd_wake(*wake); // unwatch_cq waits for this handler
 }
 
+// Progress is driven by events: a queue's wait fd (its endpoints' sockets,
+// and POLLOUT for data still to send once fi_trywait has asked for it)
+// wakes the loop, which drives that queue until fi_trywait says its fd can
+// be trusted again. An idle process sleeps, whatever number of endpoints it
+// has. A queue whose fd cannot be trusted yet because its consumer leaves
+// completions unread is driven again at growing intervals (up to
+// kMaxBackoff): data may still be waiting to be sent there.
 int OfiTransport::progress_round() {
+    using std::chrono::milliseconds;
+    constexpr milliseconds kMaxBackoff(64);
     std::vector<kit::Evd *> wake; // woken once mu_ is released
+    int timeout_ms = -1;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        // The queues that had work after the last wait: driven again.
-        for (std::size_t i = 0; i < pending_.size(); ++i)
-            kick_progress(pending_[i]);
-        // Once a millisecond: who has started or stopped polling.
         const auto now = std::chrono::steady_clock::now();
-        const bool tick = busy_ && now >= next_tick_;
-        if (tick) {
-            next_tick_ = now + std::chrono::milliseconds(1);
-            // A resting queue whose consumer has gone quiet is driven again
-            // (an RDMA write may be landing while it watches memory).
-            for (std::size_t i = 0; i < resting_.size();) {
-                fid_cq *cq = resting_[i];
-                WatchedCq &w = cqs_.find(cq)->second;
-                if (consumer_polls(w)) {
-                    ++i;
-                    continue;
-                }
-                stop_resting(cq, w); // takes it out of resting_
-                kick_progress(cq);
-                wake.push_back(w.evd);
-            }
-        }
-        // tcp's wait objects do not report socket writability and it has no
-        // progress thread: while an endpoint is connected, its queues are
-        // driven at least every millisecond.
-        if (busy_)
-            for (auto &[f, oep] : eps_by_fid_)
-                for (fid_cq *cq : {oep->send_cq, oep->recv_cq}) {
-                    auto found = cqs_.find(cq);
-                    if (found == cqs_.end() || found->second.resting)
+        // While a consumer busy-polls (a queue rests), look once a
+        // millisecond whether it has stopped: an RDMA write may be landing
+        // while it only watches memory.
+        if (!resting_.empty()) {
+            if (now >= next_tick_) {
+                next_tick_ = now + milliseconds(1);
+                for (std::size_t i = 0; i < resting_.size();) {
+                    fid_cq *cq = resting_[i];
+                    WatchedCq &w = cqs_.find(cq)->second;
+                    if (consumer_polls(w)) {
+                        ++i;
                         continue;
-                    if (tick && consumer_polls(found->second))
-                        rest(cq, found->second);
-                    else
-                        kick_progress(cq);
+                    }
+                    stop_resting(cq, w); // takes it out of resting_
+                    kick_progress(cq);
+                    wake.push_back(w.evd);
                 }
-        // Queues seen with work: once empty (fi_trywait), their fd tells when
-        // that changes; until then, keep driving them.
-        bool pending_work = false;
+            }
+            timeout_ms = 1;
+        }
         for (std::size_t i = 0; i < pending_.size();) {
             fid_cq *cq = pending_[i];
             auto found = cqs_.find(cq);
-            fid *f = &cq->fid;
-            if (found == cqs_.end() || (found->second.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS)) {
-                if (found != cqs_.end())
-                    found->second.pending = false;
+            if (found == cqs_.end()) {
                 pending_[i] = pending_.back();
                 pending_.pop_back();
                 continue;
             }
-            // Completions are queued, and fi_trywait cleared the fd's signal
-            // that a consumer in dat_evd_wait may sleep on: wake it.
-            pending_work = true;
-            wake.push_back(found->second.evd);
+            WatchedCq &w = found->second;
+            if (w.due > now) {
+                const auto left = std::chrono::duration_cast<milliseconds>(w.due - now).count() + 1;
+                timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(left));
+                ++i;
+                continue;
+            }
+            const bool queued = w.backoff.count() ? drive(cq) : true; // kicked just now: look
+            fid *f = &cq->fid;
+            if (w.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+                w.pending = false;
+                pending_[i] = pending_.back();
+                pending_.pop_back();
+                continue;
+            }
+            // Completions may be queued, and fi_trywait cleared the fd's
+            // signal that a consumer in dat_evd_wait may sleep on: wake it.
+            if (queued)
+                wake.push_back(w.evd);
+            w.backoff = std::min(kMaxBackoff, std::max(milliseconds(1), w.backoff * 2));
+            w.due = now + w.backoff;
+            timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(w.backoff.count()));
             ++i;
         }
-        busy_ = endpoints_ > 0 || pending_work || !resting_.empty();
-        ++round_; // the queues the handlers kick after the wait belong to the next round
     }
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
@@ -334,7 +449,7 @@ int OfiTransport::progress_round() {
         read_event_queue();
         return 0;
     }
-    return busy_ ? 1 : -1;
+    return timeout_ms;
 }
 
 } // namespace dat2::ofi

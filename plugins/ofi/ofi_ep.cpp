@@ -14,6 +14,19 @@ OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
 } // namespace
 
 DAT_RETURN OfiTransport::ep_open(kit::Ep &ep, void *&tp) {
+    if (ep.srq && ep.srq->pz != ep.pz) {
+        // A shared receive context belongs to one domain, and a domain is a PZ.
+        DAT2_ERR("%s: an EP and its SRQ must be in one PZ here (each PZ is a libfabric domain)\n", name());
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    }
+    OfiDomain *dom = domain_acquire(ep.pz);
+    if (!dom)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    struct Release {
+        OfiTransport *t;
+        OfiDomain *dom;
+        ~Release() { t->domain_release(dom); }
+    } release{this, dom};
     fid_cq *srq_cq = nullptr;
     if (ep.srq) {
         if (static_cast<std::size_t>(ep.srq->users.load()) >= info_->domain_attr->max_ep_srx_ctx) {
@@ -25,7 +38,7 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep, void *&tp) {
         attr.size = 256; // grows past this by itself (libfabric's overflow list)
         attr.format = FI_CQ_FORMAT_DATA;
         attr.wait_obj = FI_WAIT_FD;
-        if (int rc = fi_cq_open(domain_, &attr, &srq_cq, nullptr)) {
+        if (int rc = fi_cq_open(dom->domain, &attr, &srq_cq, nullptr)) {
             DAT2_ERR("%s: receive queue of an EP with an SRQ: fi_cq_open: %s\n", name(), fi_text(rc));
             return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
         }
@@ -37,6 +50,9 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep, void *&tp) {
     auto oep = std::make_unique<OfiEp>();
     oep->owner = &ep;
     oep->srq_cq = srq_cq;
+    oep->dom = dom;
+    oep->pz = ep.pz;
+    release.dom = nullptr;
     {
         std::lock_guard<std::mutex> lock(mu_);
         oep->id = next_id_++;
@@ -60,7 +76,6 @@ void OfiTransport::close_endpoint(OfiEp &oep) {
         eps_by_fid_.erase(&oep.ep->fid);
         fi_close(&oep.ep->fid);
         oep.ep = nullptr;
-        --endpoints_;
     }
     loop().disarm(oep.disconnect_timer);
     oep.shutdown_sent = false;
@@ -81,7 +96,13 @@ void OfiTransport::ep_close(kit::Ep &ep) {
     close_srq_queue(*oep);
 }
 
-void OfiTransport::ep_free(kit::Ep &ep) { delete static_cast<OfiEp *>(ep.tp); }
+void OfiTransport::ep_free(kit::Ep &ep) {
+    auto *oep = static_cast<OfiEp *>(ep.tp);
+    if (!oep)
+        return;
+    domain_release(oep->dom);
+    delete oep;
+}
 
 void OfiTransport::ep_reset(kit::Ep &ep) {
     {
@@ -91,26 +112,42 @@ void OfiTransport::ep_reset(kit::Ep &ep) {
     loop().sync();
 }
 
-DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
+DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     kit::Ep &ep = *oep.owner;
     if (oep.ep)
         close_endpoint(oep); // a connection attempt the consumer gave up
+    if (oep.pz != ep.pz) {
+        // dat_ep_modify gave the EP another PZ: its endpoint goes in that domain.
+        if (oep.srq_cq) {
+            DAT2_ERR("%s: EP %p with an SRQ moved to another PZ\n", name(), (void *)&ep);
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
+        }
+        OfiDomain *dom = domain_acquire(ep.pz);
+        if (!dom)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+        domain_release(oep.dom);
+        oep.dom = dom;
+        oep.pz = ep.pz;
+    }
+    OfiDomain &dom = *oep.dom;
+    fid_cq *send_cq = cq_part(ep.request_evd, dom, grown);
+    fid_cq *recv_cq = oep.srq_cq ? oep.srq_cq : cq_part(ep.recv_evd, dom, grown);
+    if (!send_cq || !recv_cq)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     fid_ep *fep = nullptr;
     if (ep.srq)
         info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; // its receives come from the SRQ's context
-    int rc = fi_endpoint(domain_, info, &fep, nullptr);
+    int rc = fi_endpoint(dom.domain, info, &fep, nullptr);
     if (rc) {
         DAT2_ERR("%s: fi_endpoint: %s\n", name(), fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
     }
-    fid_cq *send_cq = cq_of(ep.request_evd);
-    fid_cq *recv_cq = oep.srq_cq ? oep.srq_cq : cq_of(ep.recv_evd);
     const char *step = "bind event queue";
     if ((rc = fi_ep_bind(fep, &eq_->fid, 0)) == 0) {
         step = "bind send queue";
         if ((rc = fi_ep_bind(fep, &send_cq->fid, FI_TRANSMIT)) == 0) {
             step = "bind shared receive context";
-            if (!ep.srq || (rc = fi_ep_bind(fep, &static_cast<fid_ep *>(ep.srq->tp)->fid, 0)) == 0) {
+            if (!ep.srq || (rc = fi_ep_bind(fep, &static_cast<OfiSrq *>(ep.srq->tp)->srx->fid, 0)) == 0) {
                 step = "bind receive queue";
                 if ((rc = fi_ep_bind(fep, &recv_cq->fid, FI_RECV)) == 0) {
                     step = "enable";
@@ -128,7 +165,6 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info) {
     oep.send_cq = send_cq;
     oep.recv_cq = recv_cq;
     eps_by_fid_[&fep->fid] = &oep;
-    ++endpoints_;
     if (oep.srq_cq) {
         // Its receives complete on the recv EVD it has now (dat_ep_modify may
         // have changed it since the EP was created).

@@ -178,15 +178,9 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
         DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
+    base_.domain = domain_;
+    base_.ia_own = true;
     caps.ext = find_ext_caps();
-    fi_cq_attr cq_attr{};
-    cq_attr.size = 16;
-    cq_attr.format = FI_CQ_FORMAT_MSG;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    if ((rc = fi_cq_open(domain_, &cq_attr, &null_cq_, nullptr))) {
-        DAT2_ERR("%s: fi_cq_open: %s\n", name, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-    }
     eq_watch_ = loop().watch(eq_fd, EPOLLIN, [this](std::uint32_t) { read_event_queue(); });
     if (!eq_watch_)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
@@ -228,8 +222,8 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
 // The loop has stopped (kit::Ia's destructor): no handler runs.
 OfiTransport::~OfiTransport() {
     loop().unwatch(eq_watch_);
-    if (null_cq_)
-        fi_close(&null_cq_->fid);
+    if (base_.null_cq)
+        fi_close(&base_.null_cq->fid);
     if (eq_)
         fi_close(&eq_->fid);
     if (domain_)
@@ -270,7 +264,18 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_FALSE;
-    (void)p;
+    // A shared receive context belongs to one domain, and a domain is a PZ.
+    p.srq_ep_pz_difference_supported = DAT_FALSE;
+}
+
+// An IP fabric cuts no messages at an MTU; consumers that size their
+// messages by one (dtestsrq) get 4096, the largest an IB port has, which
+// every DAT consumer handles.
+void OfiTransport::facts(kit::TransportFacts &f) const {
+    f.provider = std::string("libfabric ") + info_->fabric_attr->prov_name;
+    f.device = info_->domain_attr->name ? info_->domain_attr->name : "";
+    f.transport_mtu = 4096;
+    f.port_status = "ACTIVE";
 }
 
 } // namespace dat2::ofi

@@ -9,6 +9,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <memory>
 
 namespace dat2::ofi {
 
@@ -37,21 +38,29 @@ DAT_COUNT OfiTransport::probe_srq_size() {
     return 0;
 }
 
-DAT_RETURN OfiTransport::srq_open(kit::Srq &, void *&tp) {
+DAT_RETURN OfiTransport::srq_open(kit::Srq &srq, void *&tp) {
+    auto s = std::make_unique<OfiSrq>();
+    s->dom = domain_acquire(srq.pz);
+    if (!s->dom)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
     fi_rx_attr attr = *info_->rx_attr;
     attr.size = static_cast<std::size_t>(max_srq_recvs_);
-    fid_ep *srx = nullptr;
-    if (int rc = fi_srx_context(domain_, &attr, &srx, nullptr)) {
+    if (int rc = fi_srx_context(s->dom->domain, &attr, &s->srx, nullptr)) {
         DAT2_ERR("%s: fi_srx_context(size %zu): %s\n", name(), attr.size, fi_text(rc));
+        domain_release(s->dom);
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
     }
-    tp = srx;
+    tp = s.release();
     return DAT_SUCCESS;
 }
 
 void OfiTransport::srq_close(kit::Srq &srq) {
-    if (srq.tp)
-        fi_close(&static_cast<fid_ep *>(srq.tp)->fid);
+    auto *s = static_cast<OfiSrq *>(srq.tp);
+    if (!s)
+        return;
+    fi_close(&s->srx->fid);
+    domain_release(s->dom);
+    delete s;
 }
 
 DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
@@ -63,7 +72,7 @@ DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment
     msg.desc = desc;
     msg.iov_count = static_cast<std::size_t>(nsegs);
     msg.context = &op;
-    ssize_t rc = fi_recvmsg(static_cast<fid_ep *>(srq.tp), &msg, FI_COMPLETION);
+    ssize_t rc = fi_recvmsg(static_cast<OfiSrq *>(srq.tp)->srx, &msg, FI_COMPLETION);
     if (rc == 0)
         return DAT_SUCCESS;
     if (rc == -FI_EAGAIN)

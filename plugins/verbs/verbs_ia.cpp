@@ -8,6 +8,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <endian.h>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
@@ -96,7 +97,46 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
     }
 }
 
+namespace {
+
+// OFED's positional ia_params, so that an OFED dat.conf line works with
+// only its library name changed: "<device> <port>" (scm, ucm: "mlx5_0 1",
+// "rxe0 1") or "<netdev or address> 0" (cma: "ib0 0"). True when `text`
+// has that form (then `out` or `error` is set).
+bool parse_ofed_params(const std::string &text, Params &out, std::string &error, bool &ok) {
+    std::istringstream in(text);
+    std::string first, second, extra;
+    if (!(in >> first >> second) || (in >> extra) || first.find('=') != std::string::npos ||
+        second.find('=') != std::string::npos)
+        return false;
+    char *end = nullptr;
+    const long port = std::strtol(second.c_str(), &end, 10);
+    if (second.empty() || *end || port < 0 || port > 255) {
+        error = "\"" + text + "\": OFED's form is \"<device> <port 1..255>\" or \"<netdev> 0\"";
+        ok = false;
+        return true;
+    }
+    if (port == 0) {
+        in6_addr a6;
+        in_addr a4;
+        if (inet_pton(AF_INET, first.c_str(), &a4) == 1 || inet_pton(AF_INET6, first.c_str(), &a6) == 1)
+            out.address = first;
+        else
+            out.netdev = first;
+    } else {
+        out.device = first;
+        out.port = static_cast<int>(port);
+    }
+    ok = true;
+    return true;
+}
+
+} // namespace
+
 bool parse_params(const std::string &text, Params &out, std::string &error) {
+    bool ok = false;
+    if (parse_ofed_params(text, out, error, ok))
+        return ok;
     kit::ParamList words;
     if (!kit::split_params(text, words, error))
         return false;
@@ -398,6 +438,36 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_FALSE;
     (void)p;
+}
+
+// As OFED's providers publish them: the port's active MTU, the node GUID and
+// the port's first GID in the usual colon-separated hex.
+void VerbsTransport::facts(kit::TransportFacts &f) const {
+    f.provider = "verbs";
+    f.device = ibv_get_device_name(ctx_->device);
+    const std::uint64_t guid = be64toh(ibv_get_device_guid(ctx_->device));
+    char text[64];
+    std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", unsigned(guid >> 48) & 0xffff,
+                  unsigned(guid >> 32) & 0xffff, unsigned(guid >> 16) & 0xffff, unsigned(guid) & 0xffff);
+    f.node_guid = text;
+    ibv_gid gid{};
+    if (ibv_query_gid(ctx_, port_, 0, &gid) == 0) {
+        std::string g;
+        for (int i = 0; i < 16; i += 2) {
+            std::snprintf(text, sizeof text, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
+            g += text;
+        }
+        f.gid = g;
+    }
+    switch (port_attr_.active_mtu) {
+    case IBV_MTU_256: f.transport_mtu = 256; break;
+    case IBV_MTU_512: f.transport_mtu = 512; break;
+    case IBV_MTU_1024: f.transport_mtu = 1024; break;
+    case IBV_MTU_2048: f.transport_mtu = 2048; break;
+    case IBV_MTU_4096: f.transport_mtu = 4096; break;
+    }
+    f.port_status = port_attr_.state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
+    f.port = port_;
 }
 
 } // namespace dat2::verbs
