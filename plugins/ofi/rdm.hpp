@@ -33,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -83,10 +84,30 @@ struct RdmCtxBlock {
 inline constexpr std::uint64_t kHelloBit = 1ull << 60;
 inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
-// One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs.
+// The libfabric domain of a protection zone (rdm_mr.cpp), with its address
+// vector and null queue. A domain is the scope of libfabric's memory keys:
+// the target's endpoint looks a key up in its own domain only (shm's
+// ofi_mr_map_verify, rxm's tcp), so an RDMA access with the key of a region
+// of another PZ finds nothing and is refused.
+struct RdmAvEntry {
+    fi_addr_t addr;
+    int refs;
+};
+struct RdmDomain {
+    fid_domain *domain = nullptr;
+    fid_av *av = nullptr;
+    fid_cq *null_cq = nullptr; // bound where an EP has no EVD for a direction
+    int users = 0;             // LMRs, RMR bindings and libfabric endpoints in it (dom_mu_)
+    // mu_ held:
+    std::unordered_map<std::string, RdmAvEntry> av_entries;
+    std::deque<std::string> av_idle; // entries whose last connection ended, oldest first (may repeat)
+};
+
+// One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs in one PZ.
 struct RdmCq;
 struct RdmFabricEp {
     fid_ep *ep = nullptr;
+    RdmDomain *dom = nullptr; // counted
     RdmCq *tx_q = nullptr, *rx_q = nullptr; // the EVDs' queues (nullptr: the null queue)
     kit::Evd *request_evd = nullptr, *recv_evd = nullptr;
     fid_cq *tx_cq = nullptr, *rx_cq = nullptr; // the queues it is bound to
@@ -103,6 +124,7 @@ struct RdmEp {
     std::uint64_t tag = 0;      // our receives match it
     std::uint64_t peer_tag = 0; // our sends carry it
     std::string peer_name;      // its address vector entry (counted, rdm_cm.cpp)
+    RdmDomain *peer_dom = nullptr; // the domain whose address vector holds it
     RdmCtxBlock *block = nullptr;
     std::uint64_t conn = 0;     // its side-channel connection (RdmConn::id), 0: none
     std::atomic<int> requests_out{0}; // requests with the provider (a graceful disconnect waits for them)
@@ -166,31 +188,47 @@ struct RdmPsp {
 
 // An LMR: a registration for local use and one for its remote privileges (rdm_mr.cpp).
 struct RdmMr {
+    RdmDomain *dom = nullptr; // of the LMR's PZ, counted
     fid_mr *local = nullptr;
     fid_mr *remote = nullptr;
 };
 
 // An RMR: a registration of its own of the bound range (rdm_mr.cpp).
 struct RdmRmr {
+    RdmDomain *dom = nullptr; // of the RMR's PZ while bound, counted
     fid_mr *mr = nullptr;
 };
 
-// A DTO EVD's completion queue.
+// A DTO EVD's completion queues: one in each domain (PZ) its EPs are in,
+// as a queue serves endpoints of its own domain only. Nearly always one.
+struct RdmEvdQueues;
 struct RdmCq {
     fid_cq *cq = nullptr;
+    RdmDomain *dom = nullptr;
     kit::Evd *evd = nullptr;
+    RdmEvdQueues *owner = nullptr;
     int fd = -1; // its wait fd; -1: none (shm), the loop polls it
+    std::uint64_t polled_round = 0; // progress_round: each queue once a round
+    std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
+    bool was_nonempty = false;
+};
+
+struct RdmEvdQueues {
+    static constexpr int kMaxParts = 8;
+    RdmCq *parts[kMaxParts] = {};
+    std::atomic<int> count{0}; // parts written before the count is (release)
+    // dat_evd_wait's fd: the one part's; with two or more, an epoll set of
+    // theirs; -1 when a part has none (shm).
+    std::atomic<int> wait_fd{-1};
+    int epoll_fd = -1;
     // dat_evd_wait on a queue without a wait fd polls it for this long
     // before it sleeps (cq_arm): a reply of a peer on the same host comes
     // within microseconds, the loop's next look within a millisecond.
     std::chrono::steady_clock::time_point spin_until{};
     bool spinning = false;
-    std::uint64_t polled_round = 0; // progress_round: each queue once a round
     // Activity as the loop sees it: completions the consumer read, and a
     // queue that became non-empty (completions nobody reads are no news).
     std::atomic<std::uint64_t> reads{0};
-    std::uint64_t seen_reads = 0;
-    bool was_nonempty = false;
 };
 
 class RdmTransport final : public kit::Transport {
@@ -277,7 +315,8 @@ private:
     // ---- endpoints (rdm_ep.cpp)
     RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it if ensure_fabric_ep did not
     DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
-    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep);
+    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown);
+    void wake_grown(kit::Evd *request, kit::Evd *recv);
     void close_fabric_eps_of(kit::Evd &evd);
     DAT_RETURN post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
                                 const DAT_RMR_TRIPLET &remote);
@@ -289,8 +328,8 @@ private:
     void give_back_ctx(RdmCtx &c); // the post failed
     void retire_block(RdmEp &rep);
     void cancel_receives(RdmEp &rep); // mu_ held
-    int av_insert(const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
-    void av_release(const std::string &name);                        // mu_ held
+    int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
+    void av_release(RdmDomain &dom, const std::string &name);                // mu_ held
 
     // Runs `post` (a libfabric post returning ssize_t) until the provider
     // takes it: -FI_EAGAIN means "drive progress and try again" (shm's first
@@ -323,12 +362,28 @@ private:
 
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
+    // The queue of `evd` in `dom` (made when missing; `grown` then), or dom's
+    // null queue without an EVD; nullptr (logged) on failure.
+    RdmCq *cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown);
+    fid_cq *open_cq(RdmDomain &dom, std::size_t size, int &fd);
     bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
                    DAT_DTO_COMPLETION_STATUS status, kit::Completion &out);
 
     // ---- memory (rdm_mr.cpp)
-    DAT_RETURN register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
+    DAT_RETURN register_range(RdmDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
                               DAT_RMR_CONTEXT *key);
+
+    // ---- protection zones (rdm_mr.cpp): a domain each
+    // The domain of `pz`, counted (made for its first user; the first PZ
+    // takes the IA's); nullptr (logged) when libfabric makes none.
+    RdmDomain *domain_acquire(const kit::Pz *pz);
+    void domain_release(RdmDomain *dom);
+    RdmDomain *open_domain(); // nullptr: logged
+    std::mutex dom_mu_;       // the tables below and the users counts; taken after mu_, never before
+    std::vector<std::unique_ptr<RdmDomain>> domains_; // [0]: the IA's first; all closed with the IA
+    std::unordered_map<const kit::Pz *, RdmDomain *> pz_domains_;
+    std::vector<RdmDomain *> spare_domains_; // no user left: the next new PZ takes one
+    std::mutex parts_mu_;     // growing an EVD's queues (cq_part)
 
     // ---- progress (rdm_ia.cpp): the loop's idle hook
     int progress_round();
@@ -336,9 +391,7 @@ private:
     Params params_;
     fi_info *info_ = nullptr;
     fid_fabric *fabric_ = nullptr;
-    fid_domain *domain_ = nullptr;
-    fid_av *av_ = nullptr;
-    fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
+    fid_domain *domain_ = nullptr; // domains_[0]'s: what open() asks the provider about
     sockaddr_storage addr_{};   // the IA address: the side channel's IP
     // What the provider's attributes decided at open().
     bool directed_recv_ = false;   // FI_DIRECTED_RECV: receives name the peer
@@ -354,15 +407,9 @@ private:
     std::uint64_t next_conn_id_ = 1;
     std::unordered_map<std::uint64_t, RdmEp *> eps_;
     std::uint64_t next_ep_id_ = 1;
-    std::map<std::pair<kit::Evd *, kit::Evd *>, std::unique_ptr<RdmFabricEp>> fabric_eps_;
-    struct AvEntry {
-        fi_addr_t addr;
-        int refs;
-    };
-    std::unordered_map<std::string, AvEntry> av_entries_;
+    using FabricEpKey = std::tuple<RdmDomain *, kit::Evd *, kit::Evd *>;
+    std::map<FabricEpKey, std::unique_ptr<RdmFabricEp>> fabric_eps_;
     static constexpr std::size_t kAvIdleEntries = 64;
-    std::deque<std::string> av_idle_; // entries whose last connection ended, oldest first (may repeat)
-    std::unordered_map<fid_cq *, RdmCq *> cqs_; // the loop drives them
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one
     // whose operations stay unanswered. Its own lock: taken on the post path.

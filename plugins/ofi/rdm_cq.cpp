@@ -7,64 +7,138 @@
 
 #include <algorithm>
 
+#include <sys/epoll.h>
+#include <unistd.h>
+
 namespace dat2::ofi {
 
 namespace {
-RdmCq &rcq(kit::Evd &evd) { return *static_cast<RdmCq *>(evd.cq); }
+RdmEvdQueues &queues(kit::Evd &evd) { return *static_cast<RdmEvdQueues *>(evd.cq); }
+std::size_t cq_size(const kit::Evd &evd) { return std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024); }
 } // namespace
 
-DAT_RETURN RdmTransport::cq_open(kit::Evd &evd, void *&out) {
+fid_cq *RdmTransport::open_cq(RdmDomain &dom, std::size_t size, int &fd) {
     fi_cq_attr attr{};
-    attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
+    attr.size = size;
     attr.format = FI_CQ_FORMAT_TAGGED;
     // A wait fd where the provider has one (rxm, rxd): dat_evd_wait sleeps on
     // it. shm has none (its queues can only spin): the loop wakes the EVD.
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
-    int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
+    int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr);
     if (rc) {
         attr.wait_obj = FI_WAIT_NONE;
-        rc = fi_cq_open(domain_, &attr, &cq, nullptr);
+        rc = fi_cq_open(dom.domain, &attr, &cq, nullptr);
     }
     if (rc) {
         DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
+        return nullptr;
+    }
+    fd = -1;
+    if (attr.wait_obj == FI_WAIT_FD && fi_control(&cq->fid, FI_GETWAIT, &fd) != 0)
+        fd = -1;
+    return cq;
+}
+
+// The EVD's first queue is in the IA's first domain (the first PZ's): the
+// common case grows nothing later.
+DAT_RETURN RdmTransport::cq_open(kit::Evd &evd, void *&out) {
+    auto qs = std::make_unique<RdmEvdQueues>();
+    auto q = std::make_unique<RdmCq>();
+    RdmDomain *first;
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        first = domains_.front().get();
+    }
+    q->cq = open_cq(*first, cq_size(evd), q->fd);
+    if (!q->cq)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    q->dom = first;
+    q->evd = &evd;
+    q->owner = qs.get();
+    qs->parts[0] = q.release();
+    qs->wait_fd.store(qs->parts[0]->fd, std::memory_order_relaxed);
+    qs->count.store(1, std::memory_order_release);
+    out = qs.release();
+    return DAT_SUCCESS;
+}
+
+RdmCq *RdmTransport::cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown) {
+    if (!evd || !evd->cq)
+        return nullptr;
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    RdmEvdQueues &qs = queues(*evd);
+    const int n = qs.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+        if (qs.parts[i]->dom == &dom)
+            return qs.parts[i];
+    if (n == RdmEvdQueues::kMaxParts) {
+        DAT2_ERR("%s: EVD %p serves EPs of %d protection zones already, the most it can\n", name(), (void *)evd, n);
+        return nullptr;
     }
     auto q = std::make_unique<RdmCq>();
-    q->cq = cq;
-    q->evd = &evd;
-    if (attr.wait_obj == FI_WAIT_FD && fi_control(&cq->fid, FI_GETWAIT, &q->fd) != 0)
-        q->fd = -1;
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        cqs_[cq] = q.get();
+    q->cq = open_cq(dom, cq_size(*evd), q->fd);
+    if (!q->cq)
+        return nullptr;
+    q->dom = &dom;
+    q->evd = evd;
+    q->owner = &qs;
+    // dat_evd_wait waits on one fd: with two queues, an epoll set of theirs
+    // (none when a queue has no fd: the loop wakes the EVD then).
+    bool all_fds = q->fd >= 0;
+    for (int i = 0; i < n; ++i)
+        all_fds = all_fds && qs.parts[i]->fd >= 0;
+    int wait_fd = -1;
+    if (all_fds) {
+        if (qs.epoll_fd < 0) {
+            qs.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+            for (int i = 0; qs.epoll_fd >= 0 && i < n; ++i) {
+                epoll_event ev{};
+                ev.events = EPOLLIN;
+                ::epoll_ctl(qs.epoll_fd, EPOLL_CTL_ADD, qs.parts[i]->fd, &ev);
+            }
+        }
+        if (qs.epoll_fd >= 0) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ::epoll_ctl(qs.epoll_fd, EPOLL_CTL_ADD, q->fd, &ev);
+        }
+        wait_fd = qs.epoll_fd;
     }
-    out = q.release();
-    return DAT_SUCCESS;
+    qs.parts[n] = q.release();
+    qs.count.store(n + 1, std::memory_order_release);
+    qs.wait_fd.store(wait_fd, std::memory_order_release);
+    grown = true;
+    return qs.parts[n];
 }
 
 void RdmTransport::cq_close(kit::Evd &evd) {
     if (!evd.cq)
         return;
-    RdmCq *q = &rcq(evd);
+    RdmEvdQueues *qs = &queues(evd);
     // No EP uses the EVD any more (the kit counts them): the libfabric
-    // endpoints bound to its queue go first.
+    // endpoints bound to its queues go first.
     close_fabric_eps_of(evd);
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        cqs_.erase(q->cq);
+    loop().sync(); // a progress round that found them has ended
+    const int n = qs->count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        fi_close(&qs->parts[i]->cq->fid);
+        delete qs->parts[i];
     }
-    loop().sync(); // a progress round that found it has ended
-    fi_close(&q->cq->fid);
-    delete q;
+    if (qs->epoll_fd >= 0)
+        ::close(qs->epoll_fd);
+    delete qs;
 }
 
 int RdmTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
-    RdmCq &q = rcq(evd);
-    const int n = read_queue(q, out, max);
+    RdmEvdQueues &qs = queues(evd);
+    const int parts = qs.count.load(std::memory_order_acquire);
+    int n = read_queue(*qs.parts[0], out, max);
+    for (int i = 1; i < parts && n < max; ++i)
+        n += read_queue(*qs.parts[i], out + n, max - n);
     if (n > 0) {
-        q.spinning = false;
-        q.reads.store(q.reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); // under Evd::mu
+        qs.spinning = false;
+        qs.reads.store(qs.reads.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); // under Evd::mu
     }
     return n;
 }
@@ -167,28 +241,33 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
     return true;
 }
 
-int RdmTransport::cq_fd(kit::Evd &evd) { return rcq(evd).fd; }
+int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }
 
 bool RdmTransport::cq_arm(kit::Evd &evd) {
-    RdmCq &q = rcq(evd);
-    if (q.fd >= 0) {
-        fid *f = &q.cq->fid;
-        return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
+    RdmEvdQueues &qs = queues(evd);
+    const int parts = qs.count.load(std::memory_order_acquire);
+    if (qs.wait_fd.load(std::memory_order_acquire) >= 0) {
+        fid *f[RdmEvdQueues::kMaxParts];
+        for (int i = 0; i < parts; ++i)
+            f[i] = &qs.parts[i]->cq->fid;
+        return fi_trywait(fabric_, f, parts) == FI_SUCCESS;
     }
     // No wait fd: poll for a while, then sleep until the loop's round finds
     // completions (it looks every millisecond while someone waits).
-    fi_cq_tagged_entry none;
-    if (fi_cq_read(q.cq, &none, 0) != -FI_EAGAIN)
-        return false;
+    for (int i = 0; i < parts; ++i) {
+        fi_cq_tagged_entry none;
+        if (fi_cq_read(qs.parts[i]->cq, &none, 0) != -FI_EAGAIN)
+            return false;
+    }
     const auto now = std::chrono::steady_clock::now();
-    if (!q.spinning) {
-        q.spinning = true;
-        q.spin_until = now + std::chrono::microseconds(100);
+    if (!qs.spinning) {
+        qs.spinning = true;
+        qs.spin_until = now + std::chrono::microseconds(100);
         return false;
     }
-    if (now < q.spin_until)
+    if (now < qs.spin_until)
         return false;
-    q.spinning = false;
+    qs.spinning = false;
     loop().post([] {}); // a round now: it sees the waiter and looks every millisecond
     return true;
 }

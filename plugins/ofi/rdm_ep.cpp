@@ -100,32 +100,77 @@ void RdmTransport::ep_reset(kit::Ep &ep) {
     loop().sync();
 }
 
+// The libfabric endpoint of `ep`'s pair of EVDs in the domain of its PZ
+// (dat_ep_modify may have changed either since dat_ep_create).
 RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
-    const auto key = std::make_pair(ep.request_evd, ep.recv_evd);
-    auto found = fabric_eps_.find(key);
-    if (found != fabric_eps_.end())
-        return found->second.get();
-    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep);
-    if (!fep)
+    RdmDomain *dom = domain_acquire(ep.pz);
+    if (!dom)
         return nullptr;
+    const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
+    auto found = fabric_eps_.find(key);
+    if (found != fabric_eps_.end()) {
+        domain_release(dom);
+        return found->second.get();
+    }
+    bool grown = false;
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    if (!fep) {
+        domain_release(dom);
+        return nullptr;
+    }
     RdmFabricEp *out = fep.get();
     fabric_eps_.emplace(key, std::move(fep));
+    if (grown)
+        loop().post([this, req = ep.request_evd, rcv = ep.recv_evd] { wake_grown(req, rcv); });
     return out;
+}
+
+// An EVD that got a queue in another domain: its waiters look again (at
+// the new fd, or polling). From the loop: no lock of ours is held there.
+// An EVD still has a libfabric endpoint bound while it exists (cq_close
+// closes them first): one found in the table is alive.
+void RdmTransport::wake_grown(kit::Evd *request, kit::Evd *recv) {
+    kit::Evd *live[2] = {};
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto &[key, fep] : fabric_eps_)
+            for (int i = 0; i < 2; ++i) {
+                kit::Evd *evd = i ? recv : request;
+                if (evd && (std::get<1>(key) == evd || std::get<2>(key) == evd))
+                    live[i] = evd;
+            }
+    }
+    for (kit::Evd *evd : live)
+        if (evd)
+            kit::evd_wake(*evd);
 }
 
 // At dat_ep_create, without mu_: enabling an endpoint may take long (rxm
 // fills its buffer pools: seconds on a loaded machine), and should neither
 // hold up the loop nor count against a connect's timeout.
 DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
-    const auto key = std::make_pair(ep.request_evd, ep.recv_evd);
+    RdmDomain *dom = domain_acquire(ep.pz);
+    if (!dom)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (fabric_eps_.count(key))
+        if (fabric_eps_.count(key)) {
+            domain_release(dom);
             return DAT_SUCCESS;
+        }
     }
-    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep);
-    if (!fep)
+    bool grown = false;
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    if (!fep) {
+        domain_release(dom);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
+    if (grown) {
+        for (kit::Evd *evd : {ep.request_evd, ep.recv_evd})
+            if (evd)
+                kit::evd_wake(*evd);
+    }
     {
         std::lock_guard<std::mutex> lock(mu_);
         if (!fabric_eps_.count(key)) {
@@ -134,24 +179,28 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
         }
     }
     fi_close(&fep->ep->fid); // another EP of the pair made one meanwhile
+    domain_release(dom);
     return DAT_SUCCESS;
 }
 
-std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep) {
+std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown) {
     auto fep = std::make_unique<RdmFabricEp>();
+    fep->dom = &dom;
     fep->request_evd = ep.request_evd;
     fep->recv_evd = ep.recv_evd;
-    fid_cq *tx = ep.request_evd && ep.request_evd->cq ? static_cast<RdmCq *>(ep.request_evd->cq)->cq : null_cq_;
-    fid_cq *rx = ep.recv_evd && ep.recv_evd->cq ? static_cast<RdmCq *>(ep.recv_evd->cq)->cq : null_cq_;
+    fep->tx_q = cq_part(ep.request_evd, dom, grown);
+    fep->rx_q = cq_part(ep.recv_evd, dom, grown);
+    if ((ep.request_evd && ep.request_evd->cq && !fep->tx_q) || (ep.recv_evd && ep.recv_evd->cq && !fep->rx_q))
+        return nullptr;
+    fid_cq *tx = fep->tx_q ? fep->tx_q->cq : dom.null_cq;
+    fid_cq *rx = fep->rx_q ? fep->rx_q->cq : dom.null_cq;
     fep->tx_cq = tx;
     fep->rx_cq = rx;
-    fep->tx_q = ep.request_evd && ep.request_evd->cq ? static_cast<RdmCq *>(ep.request_evd->cq) : nullptr;
-    fep->rx_q = ep.recv_evd && ep.recv_evd->cq ? static_cast<RdmCq *>(ep.recv_evd->cq) : nullptr;
     const char *step = "fi_endpoint";
-    int rc = fi_endpoint(domain_, info_, &fep->ep, nullptr);
+    int rc = fi_endpoint(dom.domain, info_, &fep->ep, nullptr);
     if (rc == 0) {
         step = "binding the address vector";
-        rc = fi_ep_bind(fep->ep, &av_->fid, 0);
+        rc = fi_ep_bind(fep->ep, &dom.av->fid, 0);
     }
     if (rc == 0) {
         step = "binding completion queues";
@@ -190,7 +239,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
-            if (it->first.first == &evd || it->first.second == &evd) {
+            if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
                 gone.push_back(std::move(it->second));
                 it = fabric_eps_.erase(it);
             } else {
@@ -199,8 +248,10 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         }
     }
     loop().sync(); // a progress round may be reading the queue it is bound to
-    for (auto &fep : gone)
+    for (auto &fep : gone) {
         fi_close(&fep->ep->fid);
+        domain_release(fep->dom);
+    }
 }
 
 // ---- contexts ------------------------------------------------------------------------
@@ -253,20 +304,20 @@ void RdmTransport::cancel_receives(RdmEp &rep) {
 
 // ---- the address vector ---------------------------------------------------------------
 
-int RdmTransport::av_insert(const std::string &name, fi_addr_t &out) {
-    auto found = av_entries_.find(name);
-    if (found != av_entries_.end()) {
+int RdmTransport::av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out) {
+    auto found = dom.av_entries.find(name);
+    if (found != dom.av_entries.end()) {
         ++found->second.refs;
         out = found->second.addr;
         return 0;
     }
     fi_addr_t addr = FI_ADDR_NOTAVAIL;
-    const int rc = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
+    const int rc = fi_av_insert(dom.av, name.data(), 1, &addr, 0, nullptr);
     if (rc != 1) {
         DAT2_ERR("%s: fi_av_insert of a peer's address: %s\n", this->name(), rc < 0 ? fi_text(rc) : "not inserted");
         return rc < 0 ? rc : -FI_EINVAL;
     }
-    av_entries_.emplace(name, AvEntry{addr, 1});
+    dom.av_entries.emplace(name, RdmAvEntry{addr, 1});
     out = addr;
     return 0;
 }
@@ -276,27 +327,30 @@ int RdmTransport::av_insert(const std::string &name, fi_addr_t &out) {
 // a peer it has a connection to), and the next connection to the same peer
 // finds it. Entries are removed once more than kAvIdleEntries are unused,
 // the oldest first.
-void RdmTransport::av_release(const std::string &name) {
-    auto found = av_entries_.find(name);
-    if (found == av_entries_.end() || --found->second.refs > 0)
+void RdmTransport::av_release(RdmDomain &dom, const std::string &name) {
+    auto found = dom.av_entries.find(name);
+    if (found == dom.av_entries.end() || --found->second.refs > 0)
         return;
-    av_idle_.push_back(name);
-    while (av_idle_.size() > kAvIdleEntries) {
-        auto old = av_entries_.find(av_idle_.front());
-        av_idle_.pop_front();
-        if (old == av_entries_.end() || old->second.refs > 0)
+    dom.av_idle.push_back(name);
+    while (dom.av_idle.size() > kAvIdleEntries) {
+        auto old = dom.av_entries.find(dom.av_idle.front());
+        dom.av_idle.pop_front();
+        if (old == dom.av_entries.end() || old->second.refs > 0)
             continue;
         fi_addr_t addr = old->second.addr;
-        fi_av_remove(av_, &addr, 1, 0);
-        av_entries_.erase(old);
+        fi_av_remove(dom.av, &addr, 1, 0);
+        dom.av_entries.erase(old);
     }
 }
 
 DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag) {
     fi_addr_t addr;
-    if (int rc = av_insert(peer_name, addr))
+    if (!rep.fep)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    if (int rc = av_insert(*rep.fep->dom, peer_name, addr))
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     rep.peer = addr;
+    rep.peer_dom = rep.fep->dom;
     rep.peer_name = peer_name;
     rep.peer_tag = peer_tag;
     ++connected_;
@@ -306,8 +360,9 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
 void RdmTransport::end_data_path(RdmEp &rep) {
     cancel_receives(rep);
     if (!rep.peer_name.empty()) {
-        av_release(rep.peer_name);
+        av_release(*rep.peer_dom, rep.peer_name);
         rep.peer_name.clear();
+        rep.peer_dom = nullptr;
         --connected_;
     }
     loop().disarm(rep.disconnect_timer);

@@ -168,24 +168,12 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         DAT2_ERR("%s: fi_fabric: %s\n", name, fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    if ((rc = fi_domain(fabric_, info_, &domain_, nullptr))) {
-        DAT2_ERR("%s: fi_domain: %s\n", name, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-    }
-    fi_av_attr av_attr{};
-    av_attr.type = info_->domain_attr->av_type != FI_AV_UNSPEC ? info_->domain_attr->av_type : FI_AV_TABLE;
-    if ((rc = fi_av_open(domain_, &av_attr, &av_, nullptr))) {
-        DAT2_ERR("%s: fi_av_open: %s\n", name, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-    }
-    fi_cq_attr cq_attr{};
-    cq_attr.size = 64;
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_NONE;
-    if ((rc = fi_cq_open(domain_, &cq_attr, &null_cq_, nullptr))) {
-        DAT2_ERR("%s: fi_cq_open: %s\n", name, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-    }
+    // The first domain, which the first PZ takes (rdm_mr.cpp).
+    RdmDomain *first = open_domain();
+    if (!first)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    domain_ = first->domain;
+    spare_domains_.push_back(first);
 
     std::uint32_t random = 0;
     if (getrandom(&random, sizeof random, 0) != sizeof random)
@@ -240,12 +228,15 @@ RdmTransport::~RdmTransport() {
         if (fep->ep)
             fi_close(&fep->ep->fid);
     fabric_eps_.clear();
-    if (null_cq_)
-        fi_close(&null_cq_->fid);
-    if (av_)
-        fi_close(&av_->fid);
-    if (domain_)
-        fi_close(&domain_->fid);
+    // EVDs were closed before the IA (their queues with them).
+    for (auto &dom : domains_) {
+        if (dom->null_cq)
+            fi_close(&dom->null_cq->fid);
+        if (dom->av)
+            fi_close(&dom->av->fid);
+        fi_close(&dom->domain->fid);
+    }
+    domains_.clear();
     if (fabric_)
         fi_close(&fabric_->fid);
     if (info_)
@@ -350,7 +341,7 @@ int RdmTransport::progress_round() {
                 fi_cq_tagged_entry none;
                 const ssize_t n = fi_cq_read(q->cq, &none, 0);
                 const bool nonempty = n == 0 || n == -FI_EAVAIL;
-                const std::uint64_t reads = q->reads.load(std::memory_order_relaxed);
+                const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
                 if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
                     active = true;
                 q->was_nonempty = nonempty;
@@ -359,8 +350,11 @@ int RdmTransport::progress_round() {
                     wake.push_back(q->evd);
             }
         if (busy) {
-            fi_cq_tagged_entry drop[8];
-            while (fi_cq_read(null_cq_, drop, 8) > 0) {
+            std::lock_guard<std::mutex> dlock(dom_mu_);
+            for (auto &dom : domains_) {
+                fi_cq_tagged_entry drop[8];
+                while (fi_cq_read(dom->null_cq, drop, 8) > 0) {
+                }
             }
         }
     }
