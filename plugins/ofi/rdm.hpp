@@ -238,6 +238,7 @@ public:
 
     DAT_RETURN open(kit::Capabilities &caps) override;
     void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    void facts(kit::TransportFacts &f) const override;
     const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
 
     DAT_RETURN cq_open(kit::Evd &evd, void *&cq) override;
