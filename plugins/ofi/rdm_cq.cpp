@@ -227,16 +227,13 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
     out.immed = kit::Completion::Immed::kNone;
     out.immed_data = 0;
     out.ep = nullptr;
-    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA) && op->is_recv) {
-        if (data & kImmedTag) {
-            // The end of a peer's write with immediate data (post_write_immed).
-            out.immed = kit::Completion::Immed::kRdmaWrite;
-            out.immed_data = static_cast<std::uint32_t>(data);
-            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
-        } else {
-            out.invalidate = true;
-            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
-        }
+    // Remote CQ data without the tag (a peer of an older build sending with
+    // invalidate) is a plain receive: this IA never offers the invalidation.
+    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA) && op->is_recv && (data & kImmedTag)) {
+        // The end of a peer's write with immediate data (post_write_immed).
+        out.immed = kit::Completion::Immed::kRdmaWrite;
+        out.immed_data = static_cast<std::uint32_t>(data);
+        out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
     }
     return true;
 }

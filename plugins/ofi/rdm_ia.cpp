@@ -187,7 +187,13 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         caps.max_iov = 1;
     caps.max_private_data = static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, rdmwire::kMaxPdata));
     caps.max_srq_recvs = 0; // see README: no shared receive contexts on RDM endpoints here
-    caps.send_with_invalidate = info_->domain_attr->cq_data_size >= sizeof(DAT_RMR_CONTEXT);
+    // No send with invalidate and no Endpoint-scoped windows, as on the MSG
+    // transport: shm and rxm carry out RDMA at the target in their own
+    // progress, checking only the key's domain, before any code of ours sees
+    // the message that should have closed the window; and a key cannot be
+    // limited to one endpoint (no FI_MR_ENDPOINT).
+    caps.send_with_invalidate = false;
+    caps.rmr_scope_ep = false;
     const bool local_mr = info_->domain_attr->mr_mode != FI_MR_BASIC && (info_->domain_attr->mr_mode & FI_MR_LOCAL);
     if ((info_->caps & FI_ATOMIC) && !local_mr) {
         // The operands live in the DTO record, which no registration covers:
