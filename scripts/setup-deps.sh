@@ -10,6 +10,7 @@ packages=(
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
   gnuplot-nox valgrind heaptrack
+  autoconf automake libtool libltdl-dev  # MVAPICH2's autogen (tests/clients)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -348,13 +348,23 @@ protected:
 
     // A window of Endpoint scope bound through the first connection: the
     // second connection (same PZs) is refused, the first still reaches it.
+    // A window of dat_rmr_create_for_ep over the middle page, bound through
+    // server.ep, with remote read and write. False: the IA offers none
+    // (checked; the caller skips). Use with ASSERT_NO_FATAL_FAILURE.
+    bool bind_ep_window(DAT_RMR_HANDLE *ep_rmr, DAT_RMR_CONTEXT *ctx) {
+        if (!ep_scope_offered(server.ia.ia, server.ia.pz))
+            return false;
+        EXPECT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, ep_rmr));
+        EXPECT_TRUE(bind_completes(server, *ep_rmr, target, kPage, kPage, kRemoteRw, ctx));
+        return true;
+    }
+
     void ep_window_through_another_connection(bool write) {
         DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
-        if (!ep_scope_offered(server.ia.ia, server.ia.pz))
-            GTEST_SKIP() << kNoEpScope;
-        ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
         DAT_RMR_CONTEXT ctx = 0;
-        ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
+        if (!bind_ep_window(&ep_rmr, &ctx))
+            GTEST_SKIP() << kNoEpScope;
+        ASSERT_FALSE(HasFailure());
         DAT_EP_HANDLE c2 = DAT_HANDLE_NULL, s2 = DAT_HANDLE_NULL;
         ASSERT_NO_FATAL_FAILURE(connect_second(server.ia.pz, &c2, &s2));
         std::swap(client.ep, c2); // the checks post on client.ep
@@ -751,11 +761,10 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowReturnsTheTarget) {
 
 TEST_P(RmrConnectedTest, WindowsOfDatRmrCreateForEpWork) {
     DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
-    if (!ep_scope_offered(server.ia.ia, server.ia.pz))
-        GTEST_SKIP() << kNoEpScope;
-    ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
     DAT_RMR_CONTEXT ctx = 0;
-    ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
+    if (!bind_ep_window(&ep_rmr, &ctx))
+        GTEST_SKIP() << kNoEpScope;
+    ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(expect_write_lands(at(kPage, 512, ctx), 0x33, 0x65));
     EXPECT_DAT_OK(dat_rmr_free(ep_rmr));
 }
@@ -887,13 +896,19 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowWithoutRemotePrivileges) {
 class RmrInvalidateTest : public RmrConnectedTest {
 protected:
     // A transport that cannot close the window once the message is placed
-    // refuses the call before looking at its arguments.
+    // refuses the call before looking at the Endpoint's state: asked on an
+    // Endpoint of its own that has no connection (one that can answers
+    // DAT_INVALID_STATE, posting nothing).
     void SetUp() override {
         RmrConnectedTest::SetUp();
         if (HasFatalFailure())
             return;
-        DAT_RETURN r = dat_ep_post_send_with_invalidate(client.ep, 0, nullptr, cookie(0x6ff),
-                                                        DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 0);
+        DAT_EP_HANDLE probe = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&probe, client.recv_evd, client.req_evd, client.conn_evd));
+        DAT_RETURN r = dat_ep_post_send_with_invalidate(probe, 0, nullptr, cookie(0x6ff), DAT_COMPLETION_DEFAULT_FLAG,
+                                                        DAT_TRUE, 0);
+        EXPECT_DAT_OK(dat_ep_free(probe));
+        EXPECT_NE(r, DAT_SUCCESS);
         if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED) {
             EXPECT_TRUE(no_event(client.req_evd));
             GTEST_SKIP() << "dat_ep_post_send_with_invalidate is DAT_MODEL_NOT_SUPPORTED on this IA: its transport "
