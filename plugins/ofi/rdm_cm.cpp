@@ -339,8 +339,10 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
             c.state = RdmConn::kConnected;
             report.established(*rep->owner, nullptr, 0, local_port(c.fd));
         } else if (m.kind == kDisconnect) {
+            // The requester gave up before our accept was established: the
+            // accept failed to complete (dat_cr_accept(3DAT)).
             end_data_path(*rep);
-            report.disconnected(*rep->owner, false);
+            report.connect_failed(*rep->owner, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
             retire = true;
         } else {
             retire = on_conn_lost(c, report, EPROTO);
