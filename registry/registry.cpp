@@ -126,7 +126,13 @@ DynamicEntry *find_dynamic(State &s, const char *name) // table_mu held
 DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT_UINT32 minor,
                             DAT_BOOLEAN thread_safe, std::string &why)
 {
-    if (have.dapl_version_major != major) {
+    // A DAT 1.x request comes from libdat.so.1, which adapts the DAT 2.0
+    // provider interface to its consumers. Every provider this registry
+    // loads implements that interface, whatever API its dat.conf entry
+    // names, so a 1.x request takes u2.0 entries as well as u1.x ones.
+    if (major == 1 && have.dapl_version_major == 2)
+        minor = 0;
+    else if (have.dapl_version_major != major) {
         why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
               std::to_string(have.dapl_version_minor) + ", the application asks for " +
               std::to_string(major) + "." + std::to_string(minor);
