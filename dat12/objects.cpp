@@ -247,8 +247,8 @@ v2::DAT_RETURN ret20(DAT_RETURN r) noexcept {
     const DAT_RETURN type = r & DAT_TYPE_MASK;
     const int sub = subtype20(static_cast<int>(r & DAT_SUBTYPE_MASK));
     const v2::DAT_RETURN sub20 = sub < 0 ? v2::kSubtypeMask : static_cast<v2::DAT_RETURN>(sub);
-    if ((r & ~DAT_SUBTYPE_MASK) == DAT_NOT_IMPLEMENTED)
-        return v2::DAT_NOT_IMPLEMENTED | sub20;
+    // DAT 1.2's DAT_NOT_IMPLEMENTED (0xFFFF0000) keeps its type bits
+    // (0x3FFF0000): DAT 2.0's DAT_NOT_IMPLEMENTED with both class bits.
     return (r & ~(DAT_TYPE_MASK | DAT_SUBTYPE_MASK)) | type | sub20;
 }
 

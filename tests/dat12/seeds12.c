@@ -264,6 +264,7 @@ static void case_lmr(void) {
     struct side c, s;
     struct buffer local_only, remote_rw, src, target;
     DAT_LMR_PARAM p;
+    DAT_HANDLE_TYPE type;
     DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
     DAT_RMR_CONTEXT ctx = 0;
     REQUIRE_OK(open_side(&c));
@@ -299,6 +300,21 @@ static void case_lmr(void) {
      * except for dat_lmr_free() fails." */
     REQUIRE_OK(dat_lmr_free(local_only.lmr));
     CHECK_TYPE(dat_lmr_query(local_only.lmr, DAT_LMR_FIELD_ALL, &p), DAT_INVALID_HANDLE);
+    CHECK_TYPE(dat_get_handle_type(local_only.lmr, &type), DAT_INVALID_HANDLE);
+    /* Argument positions are DAT 1.2's (2.0 has va_type seventh). */
+    {
+        DAT_REGION_DESCRIPTION region;
+        DAT_LMR_CONTEXT lc;
+        DAT_RMR_CONTEXT rc;
+        DAT_VLEN rs;
+        DAT_VADDR ra;
+        DAT_RETURN r;
+        region.for_va = remote_rw.data;
+        r = dat_lmr_create(c.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, c.pz, DAT_MEM_PRIV_ALL_FLAG, NULL, &lc, &rc, &rs,
+                           &ra);
+        CHECK(r == (DAT_CLASS_ERROR | DAT_INVALID_PARAMETER | DAT_INVALID_ARG7),
+              "dat_lmr_create with no lmr_handle pointer: %s, expected DAT_INVALID_ARG7", text(r));
+    }
 
     /* "The LMR cannot be destroyed if it is in use by an RMR." */
     REQUIRE(connect_pair(&c, &s), "not connected");
@@ -364,6 +380,19 @@ static void case_rmr(void) {
     CHECK_TYPE(dat_rmr_query(unbound, DAT_RMR_FIELD_ALL, &p), DAT_INVALID_HANDLE);
 
     REQUIRE_OK(dat_rmr_create(s.pz, &rmr));
+    /* Argument positions are DAT 1.2's (2.0 has lmr_handle second, va_type fifth). */
+    {
+        DAT_LMR_TRIPLET t = local(&target, 4096, 1024);
+        DAT_RMR_COOKIE ck;
+        DAT_RETURN r;
+        ck.as_64 = 0;
+        r = dat_rmr_bind(rmr, &t, (DAT_MEM_PRIV_FLAGS)0x400, s.ep, ck, DAT_COMPLETION_DEFAULT_FLAG, &ctx);
+        CHECK(r == (DAT_CLASS_ERROR | DAT_INVALID_PARAMETER | DAT_INVALID_ARG3),
+              "dat_rmr_bind with undefined privileges: %s, expected DAT_INVALID_ARG3", text(r));
+        r = dat_rmr_bind(rmr, &t, DAT_MEM_PRIV_ALL_FLAG, s.ep, ck, DAT_COMPLETION_DEFAULT_FLAG, NULL);
+        CHECK(r == (DAT_CLASS_ERROR | DAT_INVALID_PARAMETER | DAT_INVALID_ARG7),
+              "dat_rmr_bind with no context pointer: %s, expected DAT_INVALID_ARG7", text(r));
+    }
     REQUIRE(bind_window(&s, rmr, &target, 4096, 1024, &ctx), "bind");
     REQUIRE_OK(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &p));
     CHECK(p.ia_handle == s.ia && p.pz_handle == s.pz, "rmr_query: handles");
@@ -446,6 +475,10 @@ static void case_ep_free(void) {
     REQUIRE_OK(dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle));
     CHECK_TYPE(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp),
                DAT_INVALID_HANDLE);
+    {
+        DAT_HANDLE_TYPE type;
+        CHECK_TYPE(dat_get_handle_type(ev.event_data.cr_arrival_event_data.cr_handle, &type), DAT_INVALID_HANDLE);
+    }
     CHECK(ep_state(s.ep) == DAT_EP_STATE_UNCONNECTED, "state %d after the reject", ep_state(s.ep));
     CHECK(expect_event(c.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev, "client of the rejected request"),
           "client not told of the reject");
@@ -517,6 +550,13 @@ static void case_ep_disconnect(void) {
         CHECK_OK(dat_ep_disconnect(c.ep, DAT_CLOSE_GRACEFUL_FLAG));
         CHECK_OK(dat_ep_disconnect(c.ep, DAT_CLOSE_ABRUPT_FLAG));
         CHECK(no_event(c.conn_evd), "%s: an event after a no-op disconnect", name);
+        {
+            /* A subtype past DAT 2.0's inserted DAT_INVALID_HANDLE_CSP is 1.2's. */
+            DAT_RETURN r = dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&s.addr, 1, kTimeout, 0, NULL,
+                                          DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+            CHECK(r == (DAT_CLASS_ERROR | DAT_INVALID_STATE | DAT_INVALID_STATE_EP_DISCONNECTED),
+                  "%s: connect of a disconnected EP: %s", name, text(r));
+        }
         if (next_event(s.conn_evd, &ev, kTimeout) == DAT_SUCCESS)
             CHECK(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED, "%s: server event 0x%x", name,
                   ev.event_number);
@@ -554,6 +594,13 @@ static void case_dto(void) {
           "ep_query: the handles are not the 1.2 ones");
     CHECK(ep.ep_state == DAT_EP_STATE_CONNECTED, "ep_query: state %d", ep.ep_state);
     CHECK(ep.remote_ia_address_ptr && ep.remote_ia_address_ptr->sa_family == AF_INET, "ep_query: remote address");
+    /* DAT 1.2's EP mask bits 2..10 are DAT 2.0's 3..11: one field asked for. */
+    memset(&ep, 0, sizeof ep);
+    REQUIRE_OK(dat_ep_query(c.ep, DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR | DAT_EP_FIELD_CONNECT_EVD_HANDLE, &ep));
+    CHECK(ep.remote_ia_address_ptr && ep.remote_ia_address_ptr->sa_family == AF_INET,
+          "ep_query(DAT_EP_FIELD_REMOTE_IA_ADDRESS_PTR): no remote address");
+    CHECK(ep.connect_evd_handle == c.conn_evd, "ep_query(DAT_EP_FIELD_CONNECT_EVD_HANDLE): %p, not %p",
+          ep.connect_evd_handle, c.conn_evd);
 
     REQUIRE_OK(make_buffer(&c, &cb, 65536, DAT_MEM_PRIV_ALL_FLAG));
     REQUIRE_OK(make_buffer(&s, &sb, 65536, DAT_MEM_PRIV_ALL_FLAG));
@@ -603,6 +650,29 @@ static void case_dto(void) {
         t[0] = local(&cb, 0, 64);
         t[0].segment_length = (DAT_VLEN)1 << 33;
         CHECK_TYPE(dat_ep_post_send(c.ep, 1, t, cookie(0xEE), DAT_COMPLETION_DEFAULT_FLAG), DAT_INVALID_PARAMETER);
+    }
+    /* A CNO reports the 1.2 handle of the EVD that triggered it. */
+    {
+        DAT_CNO_HANDLE cno;
+        DAT_EVD_HANDLE evd, which = DAT_HANDLE_NULL;
+        DAT_EVD_PARAM ep_;
+        DAT_CNO_PARAM cp;
+        DAT_EVENT se;
+        memset(&se, 0, sizeof se);
+        se.event_number = DAT_SOFTWARE_EVENT;
+        REQUIRE_OK(dat_cno_create(c.ia, DAT_OS_WAIT_PROXY_AGENT_NULL, &cno));
+        REQUIRE_OK(dat_evd_create(c.ia, 4, cno, DAT_EVD_SOFTWARE_FLAG, &evd));
+        REQUIRE_OK(dat_evd_query(evd, DAT_EVD_FIELD_ALL, &ep_));
+        CHECK(ep_.cno_handle == cno && ep_.ia_handle == c.ia && ep_.evd_flags == DAT_EVD_SOFTWARE_FLAG,
+              "evd_query: cno %p (not %p), flags 0x%x", ep_.cno_handle, cno, ep_.evd_flags);
+        REQUIRE_OK(dat_cno_query(cno, DAT_CNO_FIELD_ALL, &cp));
+        CHECK(cp.ia_handle == c.ia && cp.agent.proxy_agent_func == NULL, "cno_query");
+        REQUIRE_OK(dat_evd_post_se(evd, &se));
+        CHECK_OK(dat_cno_wait(cno, kTimeout, &which));
+        CHECK(which == evd, "cno_wait: EVD %p, not %p", which, evd);
+        CHECK_OK(dat_evd_free(evd));
+        CHECK_OK(dat_cno_free(cno));
+        CHECK_TYPE(dat_cno_free(cno), DAT_INVALID_HANDLE);
     }
     /* A software event makes the round trip through the 1.2 DAT_EVENT. */
     {
@@ -679,6 +749,8 @@ static void case_handles(void) {
     CHECK_OK(dat_ia_close(c.ia, DAT_CLOSE_ABRUPT_FLAG));
     /* Everything of a closed IA is gone with it. */
     CHECK_TYPE(dat_ep_free(c.ep), DAT_INVALID_HANDLE);
+    CHECK_TYPE(dat_get_handle_type(c.ep, &type), DAT_INVALID_HANDLE);
+    CHECK_TYPE(dat_get_consumer_context(c.async_evd, &ctx), DAT_INVALID_HANDLE);
     CHECK_TYPE(dat_evd_free(c.recv_evd), DAT_INVALID_HANDLE);
     CHECK_TYPE(dat_ia_close(c.ia, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_HANDLE);
     c.ia = DAT_HANDLE_NULL;
