@@ -125,16 +125,24 @@ DAT_HANDLE to12(Obj *ia, v2::DAT_HANDLE h20, DAT_HANDLE_TYPE t) {
     if (!h20)
         return DAT_HANDLE_NULL;
     auto *p20 = *static_cast<const v2::DAT_PROVIDER *const *>(h20);
+    // A freed object (the EP of a completion dequeued after dat_ep_free)
+    // has no context to read: it has no 1.2 handle either.
     v2::DAT_CONTEXT ctx{};
-    if (p20->get_consumer_context_func(h20, &ctx) == v2::DAT_SUCCESS)
-        if (Obj *o = as(ctx.as_ptr, t); o && o->h20 == h20)
-            return o;
-    // First sight of an object the provider made. Made under the lock, so
-    // that two threads seeing it at once agree on one wrapper.
+    if (p20->get_consumer_context_func(h20, &ctx) != v2::DAT_SUCCESS)
+        return DAT_HANDLE_NULL;
+    if (ctx.as_ptr) {
+        Obj *o = as(ctx.as_ptr, t);
+        return o && o->h20 == h20 ? o : DAT_HANDLE_NULL;
+    }
+    // First sight of an object the provider made (no context yet). Made
+    // under the lock, so that two threads seeing it at once agree on one.
     std::lock_guard<std::mutex> lock(objects_mu());
-    if (p20->get_consumer_context_func(h20, &ctx) == v2::DAT_SUCCESS)
-        if (Obj *o = as(ctx.as_ptr, t); o && o->h20 == h20)
-            return o;
+    if (p20->get_consumer_context_func(h20, &ctx) != v2::DAT_SUCCESS)
+        return DAT_HANDLE_NULL;
+    if (ctx.as_ptr) {
+        Obj *o = as(ctx.as_ptr, t);
+        return o && o->h20 == h20 ? o : DAT_HANDLE_NULL;
+    }
     Obj *o = allocate(t, ia, h20, p20);
     if (!o) {
         DAT2_ERR("libdat.so.1: out of memory for the handle of a provider object (type %d)", t);

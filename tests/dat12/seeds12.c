@@ -491,7 +491,21 @@ static void case_ep_free(void) {
     REQUIRE_OK(dat_ep_create(s.ia, s.pz, s.recv_evd, s.req_evd, s.conn_evd, NULL, &s.ep));
     REQUIRE_OK(dat_ep_reset(c.ep));
     REQUIRE(connect_pair(&c, &s), "not connected");
-    CHECK_OK(dat_ep_free(c.ep));
+    {
+        struct buffer rb;
+        DAT_LMR_TRIPLET t;
+        DAT_HANDLE_TYPE type;
+        REQUIRE_OK(make_buffer(&c, &rb, 4096, DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG));
+        t = local(&rb, 0, 64);
+        REQUIRE_OK(dat_ep_post_recv(c.ep, 1, &t, cookie(0xDEAD), DAT_COMPLETION_DEFAULT_FLAG));
+        CHECK_OK(dat_ep_free(c.ep));
+        /* A completion of the freed EP may still be dequeued ("The Consumer
+         * must be ready for all completions that are not dequeued yet"): it
+         * must not name a live handle. */
+        while (next_event(c.recv_evd, &ev, kQuiet) == DAT_SUCCESS)
+            CHECK(dat_get_handle_type(ev.event_data.dto_completion_event_data.ep_handle, &type) != DAT_SUCCESS,
+                  "a completion of a freed EP names a live handle %p", ev.event_data.dto_completion_event_data.ep_handle);
+    }
     CHECK_TYPE(dat_ep_disconnect(c.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_HANDLE);
     if (next_event(s.conn_evd, &ev, kTimeout) == DAT_SUCCESS)
         CHECK(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED || ev.event_number == DAT_CONNECTION_EVENT_BROKEN,
