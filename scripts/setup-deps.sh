@@ -9,6 +9,8 @@ packages=(
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
   gnuplot-nox valgrind heaptrack
+  # Open MPI 1.6.5 from git over libdat.so.1 (tests/clients/openmpi-1.6.5-udapl.sh)
+  autoconf2.69 automake libtool libltdl-dev flex
 )
 missing=()
 for p in "${packages[@]}"; do
