@@ -233,6 +233,7 @@ int main(int argc, char **argv) {
         next(conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED);
     }
     TRY(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG));
+    free(data);
     printf("pingpong %s %s: %u rounds verified\n", PP_API, role, rounds);
     return 0;
 }
