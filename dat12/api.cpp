@@ -643,9 +643,10 @@ DAT12_EXPORT DAT_RETURN dat_ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags
 DAT12_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                                          DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
-    return guarded(FN, [&]() -> DAT_RETURN {
+    const char *call = FN; // __func__ inside the lambda would be its operator()
+    return guarded(call, [&]() -> DAT_RETURN {
         Iov20 v;
-        if (DAT_RETURN r = v.convert(FN, n, iov, 3))
+        if (DAT_RETURN r = v.convert(call, n, iov, 3))
             return r;
         return ret12(ep->p20->ep_post_send_func(ep->h20, n, v.data(), cookie20(cookie),
                                                 static_cast<v2::DAT_COMPLETION_FLAGS>(flags)));
@@ -655,9 +656,10 @@ DAT12_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_T
 DAT12_EXPORT DAT_RETURN dat_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                                          DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
-    return guarded(FN, [&]() -> DAT_RETURN {
+    const char *call = FN;
+    return guarded(call, [&]() -> DAT_RETURN {
         Iov20 v;
-        if (DAT_RETURN r = v.convert(FN, n, iov, 3))
+        if (DAT_RETURN r = v.convert(call, n, iov, 3))
             return r;
         return ret12(ep->p20->ep_post_recv_func(ep->h20, n, v.data(), cookie20(cookie),
                                                 static_cast<v2::DAT_COMPLETION_FLAGS>(flags)));
@@ -668,13 +670,14 @@ DAT12_EXPORT DAT_RETURN dat_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_
                                               DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                               DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
-    return guarded(FN, [&]() -> DAT_RETURN {
+    const char *call = FN;
+    return guarded(call, [&]() -> DAT_RETURN {
         Iov20 v;
-        if (DAT_RETURN r = v.convert(FN, n, iov, 3))
+        if (DAT_RETURN r = v.convert(call, n, iov, 3))
             return r;
         v2::DAT_RMR_TRIPLET buf;
         const v2::DAT_RMR_TRIPLET *rem;
-        if (DAT_RETURN r = remote20(FN, remote, buf, rem, 5))
+        if (DAT_RETURN r = remote20(call, remote, buf, rem, 5))
             return r;
         return ret12(ep->p20->ep_post_rdma_read_func(ep->h20, n, v.data(), cookie20(cookie), rem,
                                                      static_cast<v2::DAT_COMPLETION_FLAGS>(flags)));
@@ -685,13 +688,14 @@ DAT12_EXPORT DAT_RETURN dat_ep_post_rdma_write(DAT_EP_HANDLE h, DAT_COUNT n, DAT
                                                DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                                DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
-    return guarded(FN, [&]() -> DAT_RETURN {
+    const char *call = FN;
+    return guarded(call, [&]() -> DAT_RETURN {
         Iov20 v;
-        if (DAT_RETURN r = v.convert(FN, n, iov, 3))
+        if (DAT_RETURN r = v.convert(call, n, iov, 3))
             return r;
         v2::DAT_RMR_TRIPLET buf;
         const v2::DAT_RMR_TRIPLET *rem;
-        if (DAT_RETURN r = remote20(FN, remote, buf, rem, 5))
+        if (DAT_RETURN r = remote20(call, remote, buf, rem, 5))
             return r;
         return ret12(ep->p20->ep_post_rdma_write_func(ep->h20, n, v.data(), cookie20(cookie), rem,
                                                       static_cast<v2::DAT_COMPLETION_FLAGS>(flags)));
@@ -1089,9 +1093,10 @@ DAT12_EXPORT DAT_RETURN dat_srq_free(DAT_SRQ_HANDLE h) {
 DAT12_EXPORT DAT_RETURN dat_srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                                           DAT_DTO_COOKIE cookie) {
     SRQ_OR_INVALID(h);
-    return guarded(FN, [&]() -> DAT_RETURN {
+    const char *call = FN;
+    return guarded(call, [&]() -> DAT_RETURN {
         Iov20 v;
-        if (DAT_RETURN r = v.convert(FN, n, iov, 3))
+        if (DAT_RETURN r = v.convert(call, n, iov, 3))
             return r;
         return ret12(srq->p20->srq_post_recv_func(srq->h20, n, v.data(), cookie20(cookie)));
     });
