@@ -73,7 +73,7 @@ DAT_RETURN remote20(const char *call, const DAT_RMR_TRIPLET *in, v2::DAT_RMR_TRI
 }
 
 // After a provider call that created `h20` for `ia`: its 1.2 handle, or the
-// 2.0 object freed again (with `free_slot`) when no handle can be had.
+// 2.0 object freed again (slot FreeSlot) when no handle can be had.
 template <auto FreeSlot>
 DAT_RETURN created(Obj *ia, DAT_HANDLE_TYPE t, v2::DAT_HANDLE h20, DAT_HANDLE *out) {
     Obj *o = wrap(t, ia, h20);
