@@ -34,7 +34,9 @@ if [ ! -x "$mpi/bin/mpicc" ]; then
     (cd "$dir/build" && run ../openmpi-1.6.5/configure --prefix="$mpi" --with-udapl="$dat" \
         --without-memory-manager --disable-dlopen --disable-vt --disable-mpi-f77 --disable-mpi-f90 \
         --disable-mpi-cxx --disable-io-romio CFLAGS=-fcommon >"$dir/configure.log" 2>&1)
-    (cd "$dir/build" && run make -j"$(nproc)" >"$dir/make.log" 2>&1 && run make install >"$dir/install.log" 2>&1)
+    # libmpi needs libdat.so.1 (a DT_NEEDED without a path) when its tools link.
+    (cd "$dir/build" && export LD_LIBRARY_PATH=$dat/lib && run make -j"$(nproc)" >"$dir/make.log" 2>&1 &&
+        run make install >"$dir/install.log" 2>&1)
 fi
 tar -xzf "$clients/mvapich2-1.9.tar.gz" -C "$dir" mvapich2-1.9/osu_benchmarks/osu_latency.c mvapich2-1.9/osu_benchmarks/osu_bw.c
 for p in "$dir/openmpi-1.6.5/examples/ring_c.c" "$dir"/mvapich2-1.9/osu_benchmarks/osu_{latency,bw}.c; do
