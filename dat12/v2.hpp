@@ -39,6 +39,8 @@ inline constexpr DAT_EP_PARAM_MASK kEpFieldComm = DAT_EP_FIELD_COMM;
 // libdat2's own definitions of the registry calls. libdat.so.1 exports
 // functions of the same names (version DAT_1.2); these references name
 // version DAT_2.0, so they bind to libdat2.so.2 whatever the lookup order.
+// The open is libdat2's private dat12_ia_openv, which lets a DAT 1.2 request
+// take u2.0 entries (its public dat_ia_openv refuses API 1 to 2.0 programs).
 extern "C" {
 v2::DAT_RETURN libdat2_ia_openv(const v2::DAT_NAME_PTR, v2::DAT_COUNT, v2::DAT_EVD_HANDLE *,
                                 v2::DAT_IA_HANDLE *, v2::DAT_UINT32, v2::DAT_UINT32,
@@ -49,7 +51,7 @@ v2::DAT_RETURN libdat2_registry_list_providers(v2::DAT_COUNT, v2::DAT_COUNT *,
 v2::DAT_RETURN libdat2_strerror(v2::DAT_RETURN, const char **, const char **);
 v2::DAT_RETURN libdat2_get_ia_handle(v2::DAT_IA_HANDLE, v2::DAT_IA_HANDLE *);
 }
-__asm__(".symver libdat2_ia_openv,dat_ia_openv@DAT_2.0");
+__asm__(".symver libdat2_ia_openv,dat12_ia_openv@DAT2_PRIVATE_DAT12");
 __asm__(".symver libdat2_ia_close,dat_ia_close@DAT_2.0");
 __asm__(".symver libdat2_registry_list_providers,dat_registry_list_providers@DAT_2.0");
 __asm__(".symver libdat2_strerror,dat_strerror@DAT_2.0");
