@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Connection management: the EP state machine of connect, accept, reject
-// and disconnect (dat_ep_disconnect's seed), PSPs and connection requests,
-// and the events the transport reports from its CM thread.
+// and disconnect (dat_ep_disconnect's seed), connect timeouts, connection
+// requests, and the events a transport reports (core/transport.hpp).
 #include "boundary.hpp"
 #include "ep.hpp"
 #include "slots.hpp"
 #include "sockaddr.hpp"
+#include "srq.hpp"
 
 #include <netinet/in.h>
 
@@ -15,9 +16,7 @@
 
 namespace dat2::kit {
 
-namespace {
-
-DAT_RETURN state_error(DAT_EP_STATE s) {
+DAT_RETURN ep_state_error(DAT_EP_STATE s) {
     switch (s) {
     case DAT_EP_STATE_UNCONNECTED: return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
     case DAT_EP_STATE_RESERVED: return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
@@ -35,29 +34,64 @@ DAT_RETURN state_error(DAT_EP_STATE s) {
     }
 }
 
+namespace {
+
 DAT_RETURN check_private_data(const Ia &ia, DAT_COUNT size, const void *data, int size_arg) {
-    if (size < 0 || size > ia.max_private_data)
+    if (size < 0 || size > ia.caps.max_private_data)
         return invalid_arg(size_arg);
     if (size > 0 && !data)
         return invalid_arg(size_arg + 1);
     return DAT_SUCCESS;
 }
 
+// The connection is over before it was established, or ended: what was
+// posted completes (flushed, in posting order), then the event.
+void report_connection_end(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t pdata_len) {
+    ep_drain_completions(ep);
+    ep_flush_outstanding(ep);
+    ep_post_connection_event(ep, number, pdata, pdata_len);
+}
+
+void disarm_connect_timer(Ep &ep) {
+    if (ep.connect_timer)
+        ep.ia->loop->disarm(ep.connect_timer);
+}
+
+// dat_ep_connect's timeout, on the IA's event loop. The state moves first,
+// under ep.mu, so that an establishment the transport reports meanwhile is
+// ignored; then the transport drops the attempt.
+void connect_timed_out(Ep &ep) {
+    {
+        std::lock_guard<std::mutex> lock(ep.mu);
+        if (ep.state.load() != DAT_EP_STATE_ACTIVE_CONNECTION_PENDING)
+            return;
+        ep.state.store(DAT_EP_STATE_DISCONNECTED);
+    }
+    DAT2_LOG(log::kGeneric, "%s: connect on EP %p timed out\n", ep.ia->name.c_str(), (void *)&ep);
+    ep.ia->transport->connect_cancel(ep);
+    report_connection_end(ep, DAT_CONNECTION_EVENT_TIMED_OUT, nullptr, 0);
+}
 
 DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
                          const void *pd) {
+    EventLoop &loop = *ep.ia->loop;
+    if (timeout != DAT_TIMEOUT_INFINITE && !ep.connect_timer)
+        ep.connect_timer = loop.timer([&ep] { connect_timed_out(ep); });
     {
         std::lock_guard<std::mutex> lock(ep.mu);
         DAT_EP_STATE s = ep.state.load();
         if (s != DAT_EP_STATE_UNCONNECTED)
-            return state_error(s);
+            return ep_state_error(s);
         std::memset(&ep.remote, 0, sizeof ep.remote);
         std::memcpy(&ep.remote, addr, sockaddr_size(addr));
         ep.remote_port = qual;
         ep.state.store(DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
     }
+    if (timeout != DAT_TIMEOUT_INFINITE)
+        loop.arm(ep.connect_timer, Deadline::after_us(timeout));
     DAT_RETURN r = ep.ia->transport->connect(ep, addr, qual, pd, static_cast<std::size_t>(pd_size), timeout);
     if (r != DAT_SUCCESS) {
+        disarm_connect_timer(ep);
         std::lock_guard<std::mutex> lock(ep.mu);
         if (ep.state.load() == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING)
             ep.state.store(DAT_EP_STATE_UNCONNECTED);
@@ -65,101 +99,6 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
     return r;
 }
 
-// The service points of this process (of this plugin: each has its own
-// kit) with the address and port they listen on. Qualifiers that fold onto
-// one port (port_of_qual) cannot both listen: the second create is
-// DAT_CONN_QUAL_IN_USE whatever the transport would allow, and the log names
-// the qualifier that holds the port.
-struct Listener {
-    const Psp *sp;
-    sockaddr_storage at; // the IA's address with the port
-    DAT_CONN_QUAL qual;
-};
-std::mutex &listeners_mu() {
-    static auto *mu = new std::mutex; // never destroyed: plugins unload in any order
-    return *mu;
-}
-std::vector<Listener> &listeners() {
-    static auto *v = new std::vector<Listener>;
-    return *v;
-}
-
-// DAT_CONN_QUAL_IN_USE (logged) when a service point of this process listens
-// on the port `qual` folds onto at the IA's address.
-DAT_RETURN check_port_free(Ia &ia, DAT_CONN_QUAL qual) {
-    const sockaddr_storage at = with_port(ia.transport->address(), port_of_qual(qual));
-    DAT_CONN_QUAL holder = 0;
-    bool held = false;
-    {
-        std::lock_guard<std::mutex> lock(listeners_mu());
-        for (const Listener &l : listeners())
-            if (same_address(l.at, at)) {
-                holder = l.qual;
-                held = true;
-                break;
-            }
-    }
-    if (!held)
-        return DAT_SUCCESS;
-    if (holder == qual)
-        DAT2_LOG(log::kGeneric, "%s: connection qualifier %llu is in use by another service point\n",
-                 ia.name.c_str(), static_cast<unsigned long long>(qual));
-    else
-        DAT2_ERR("%s: connection qualifier %llu is refused: it listens on port %u, which qualifier %llu of "
-                 "this process already holds (qualifiers above 65535 fold onto ports 33534..65534)\n",
-                 ia.name.c_str(), static_cast<unsigned long long>(qual), unsigned(port_of_qual(qual)),
-                 static_cast<unsigned long long>(holder));
-    return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
-}
-
-// Listens for `sp` (a PSP, RSP or CSP already made) on `qual` (nullptr: any)
-// and publishes it; destroys it on failure.
-template <class Sp>
-DAT_RETURN open_service_point(Ia &ia, Sp &sp, Evd &evd, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) {
-    sp.evd = &evd;
-    DAT_CONN_QUAL got = qual ? *qual : 0;
-    if (qual) {
-        if (DAT_RETURN r = check_port_free(ia, *qual)) {
-            destroy_object(&sp);
-            return r;
-        }
-        sp.conn_qual = *qual; // requests may come before psp_open returns
-    }
-    if (DAT_RETURN r = ia.transport->psp_open(sp, qual, &got)) {
-        if (qual && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE)
-            DAT2_LOG(log::kGeneric, "%s: port %u of connection qualifier %llu is in use by another process\n",
-                     ia.name.c_str(), unsigned(port_of_qual(*qual)), static_cast<unsigned long long>(*qual));
-        destroy_object(&sp);
-        return r;
-    }
-    // A fixed qualifier was set before the listener went live (the CM thread
-    // reads it from then on); "any": nobody can have asked for the port
-    // before the consumer learns it from this call.
-    if (!qual)
-        sp.conn_qual = got;
-    try {
-        std::lock_guard<std::mutex> lock(listeners_mu());
-        listeners().push_back({&sp, with_port(ia.transport->address(), port_of_qual(got)), got});
-    } catch (...) {
-        ia.transport->psp_close(sp);
-        destroy_object(&sp);
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    }
-    if (assigned)
-        *assigned = got;
-    evd.users.fetch_add(1);
-    ia_track(ia, &sp);
-    publish(&sp);
-    return DAT_SUCCESS;
-}
-
-DAT_RETURN cr_evd_of(Ia *ia, DAT_EVD_HANDLE evd_handle, Evd *&evd) {
-    if (DAT_RETURN r = handle_cast_in(ia, evd_handle, evd, DAT_INVALID_HANDLE_EVD_CR))
-        return r;
-    if (!(evd->flags & DAT_EVD_CR_FLAG))
-        return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CR);
-    return DAT_SUCCESS;
-}
 
 // The Endpoint a request came with (RSP, DAT_PSP_PROVIDER_FLAG) goes back:
 // an RSP's Consumer EP to Unconnected, a provider-created one away.
@@ -182,67 +121,33 @@ void release_request_ep(Cr &cr) {
         ep_release_all(*ep);
 }
 
-DAT_RETURN make_psp(Ia *ia, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, DAT_EVD_HANDLE evd_handle,
-                    DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *psp_out) {
-    Evd *evd;
-    if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
-        return r;
-    if (flags != DAT_PSP_CONSUMER_FLAG && flags != DAT_PSP_PROVIDER_FLAG)
-        return invalid_arg(4);
-    if (!psp_out)
-        return invalid_arg(5);
-    Psp *psp = make_object<Psp>(ia->provider, ia);
-    if (!psp)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    psp->flags = flags;
-    if (DAT_RETURN r = open_service_point(*ia, *psp, *evd, qual, assigned))
-        return r;
-    *psp_out = psp;
-    return DAT_SUCCESS;
-}
-
 } // namespace
-
-void psp_release(Psp &psp) {
-    Ia &ia = *psp.ia;
-    ia.transport->psp_close(psp);
-    {
-        std::lock_guard<std::mutex> lock(listeners_mu());
-        auto &v = listeners();
-        v.erase(std::remove_if(v.begin(), v.end(), [&](const Listener &l) { return l.sp == &psp; }), v.end());
-    }
-    if (psp.type == DAT_HANDLE_TYPE_RSP) {
-        // dat_rsp_free(3DAT): the Endpoint reverts to Consumer control (one
-        // the provider created for the RSP goes away) unless its request came.
-        auto &rsp = static_cast<Rsp &>(psp);
-        Ep *ep = rsp.ep;
-        rsp.ep = nullptr;
-        bool reserved = false;
-        if (ep) {
-            std::lock_guard<std::mutex> lock(ep->mu);
-            reserved = ep->state.load() == DAT_EP_STATE_RESERVED;
-            if (reserved)
-                ep->state.store(rsp.ep_is_providers ? DAT_EP_STATE_DISCONNECTED : DAT_EP_STATE_UNCONNECTED);
-        }
-        if (reserved && rsp.ep_is_providers)
-            ep_release_all(*ep);
-    }
-    {
-        std::lock_guard<std::mutex> lock(ia.mu);
-        for (ObjectHeader *o : ia.objects.of_type(DAT_HANDLE_TYPE_CR))
-            if (static_cast<Cr *>(o)->psp == &psp)
-                static_cast<Cr *>(o)->psp = nullptr;
-    }
-    psp.evd->users.fetch_sub(1);
-    ia_untrack(ia, &psp);
-    destroy_object(&psp);
-}
 
 void cr_destroy(Cr &cr) {
     Ia &ia = *cr.ia;
     ia.transport->cr_release(cr);
     ia_untrack(ia, &cr);
     destroy_object(&cr);
+}
+
+void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len) {
+    if (!ep.connect_evd)
+        return;
+    DAT_EVENT e;
+    std::memset(&e, 0, sizeof e);
+    e.event_number = number;
+    e.event_data.connect_event_data.ep_handle = &ep;
+    if (pdata && len) {
+        len = std::min(len, sizeof ep.event_data);
+        std::memcpy(ep.event_data, pdata, len);
+        e.event_data.connect_event_data.private_data = ep.event_data;
+        e.event_data.connect_event_data.private_data_size = static_cast<DAT_COUNT>(len);
+    }
+    post_connection_evd(ep, e);
+    // dat_ep_set_watermark(3DAT): a hard watermark already exceeded breaks
+    // the connection "as soon as the connection is established".
+    if (number == DAT_CONNECTION_EVENT_ESTABLISHED && ep_watermarks_armed(ep))
+        ep_check_watermarks(ep, true);
 }
 
 // ---- events from the transport ---------------------------------------------
@@ -256,7 +161,6 @@ void refuse_request(Psp &psp, void *tp_request) {
     tmp.ia = psp.ia;
     tmp.psp = &psp;
     psp.ia->transport->reject(tmp, nullptr, 0);
-    psp.ia->transport->cr_release(tmp);
 }
 
 // Gives `cr` (made, not yet published) to service point `sp`: the Endpoint
@@ -334,13 +238,15 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     }
 }
 
-void on_established(Ep &ep, const void *pdata, std::size_t pdata_len) {
+void on_established(Ep &ep, const void *pdata, std::size_t pdata_len, DAT_PORT_QUAL local_port) {
+    disarm_connect_timer(ep);
     {
         std::lock_guard<std::mutex> lock(ep.mu);
         DAT_EP_STATE s = ep.state.load();
         if (s != DAT_EP_STATE_ACTIVE_CONNECTION_PENDING && s != DAT_EP_STATE_COMPLETION_PENDING)
             return;
         bool passive = s == DAT_EP_STATE_COMPLETION_PENDING;
+        ep.local_port = local_port;
         ep.state.store(DAT_EP_STATE_CONNECTED);
         if (passive) // dat_evd_wait(3DAT): no private data on the passive side
             pdata_len = 0;
@@ -349,6 +255,7 @@ void on_established(Ep &ep, const void *pdata, std::size_t pdata_len) {
 }
 
 void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::size_t pdata_len) {
+    disarm_connect_timer(ep);
     {
         std::lock_guard<std::mutex> lock(ep.mu);
         DAT_EP_STATE s = ep.state.load();
@@ -356,12 +263,11 @@ void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::
             return;
         ep.state.store(DAT_EP_STATE_DISCONNECTED);
     }
-    ep_drain_completions(ep);
-    ep_flush_outstanding(ep);
-    ep_post_connection_event(ep, reason, pdata, pdata_len);
+    report_connection_end(ep, reason, pdata, pdata_len);
 }
 
 void on_disconnected(Ep &ep, bool broken) {
+    disarm_connect_timer(ep);
     {
         std::lock_guard<std::mutex> lock(ep.mu);
         DAT_EP_STATE s = ep.state.load();
@@ -372,10 +278,21 @@ void on_disconnected(Ep &ep, bool broken) {
     }
     // dat_ep_disconnect(3DAT): completions of in-progress DTOs precede the
     // disconnect event; what is still outstanding is flushed, in order.
-    ep_drain_completions(ep);
-    ep_flush_outstanding(ep);
-    ep_post_connection_event(ep, broken ? DAT_CONNECTION_EVENT_BROKEN : DAT_CONNECTION_EVENT_DISCONNECTED, nullptr,
-                             0);
+    report_connection_end(ep, broken ? DAT_CONNECTION_EVENT_BROKEN : DAT_CONNECTION_EVENT_DISCONNECTED, nullptr, 0);
+}
+
+void ConnectionReport::deliver() {
+    switch (kind) {
+    case kNone: break;
+    case kRequest:
+        on_connection_request(*psp, tp_request, has_remote ? reinterpret_cast<const sockaddr *>(&remote) : nullptr,
+                              pdata, pdata_len);
+        break;
+    case kEstablished: on_established(*ep, pdata, pdata_len, local_port); break;
+    case kConnectFailed: on_connect_failed(*ep, reason, pdata, pdata_len); break;
+    case kDisconnected: on_disconnected(*ep, broken); break;
+    }
+    kind = kNone;
 }
 
 // dat_ep_connect(3DAT), dat_ep_dup_connect(3DAT): a qos the provider does
@@ -436,7 +353,7 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep_handle, DAT_EP_HANDLE dup_handle, DAT
             std::lock_guard<std::mutex> lock(dup->mu);
             DAT_EP_STATE s = dup->state.load();
             if (s != DAT_EP_STATE_CONNECTED)
-                return state_error(s);
+                return ep_state_error(s);
             remote = dup->remote;
             qual = dup->remote_port;
         }
@@ -470,65 +387,16 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags) {
                 graceful = false; // aborts the establishment
                 break;
             default:
-                return state_error(s);
+                return ep_state_error(s);
             }
         }
         return ep->ia->transport->disconnect(*ep, graceful);
     });
 }
 
-DAT_RETURN psp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
-                      DAT_PSP_HANDLE *psp_out) {
-    return guarded("dat_psp_create", [&]() -> DAT_RETURN {
-        Ia *ia;
-        if (DAT_RETURN r = handle_cast(ia_handle, ia))
-            return r;
-        return make_psp(ia, &qual, nullptr, evd, flags, psp_out);
-    });
-}
 
-DAT_RETURN psp_create_any(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL *qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
-                          DAT_PSP_HANDLE *psp_out) {
-    return guarded("dat_psp_create_any", [&]() -> DAT_RETURN {
-        Ia *ia;
-        if (DAT_RETURN r = handle_cast(ia_handle, ia))
-            return r;
-        if (!qual)
-            return invalid_arg(2);
-        return make_psp(ia, nullptr, qual, evd, flags, psp_out);
-    });
-}
 
-DAT_RETURN psp_query(DAT_PSP_HANDLE psp_handle, DAT_PSP_PARAM_MASK mask, DAT_PSP_PARAM *param) {
-    return guarded("dat_psp_query", [&]() -> DAT_RETURN {
-        Psp *psp;
-        if (DAT_RETURN r = handle_cast(psp_handle, psp))
-            return r;
-        if (!param)
-            return invalid_arg(3);
-        if (mask & ~DAT_PSP_FIELD_ALL)
-            return invalid_arg(2);
-        if (mask & DAT_PSP_FIELD_IA_HANDLE)
-            ia_handle_for_consumer(psp->ia, &param->ia_handle);
-        if (mask & DAT_PSP_FIELD_CONN_QUAL)
-            param->conn_qual = psp->conn_qual;
-        if (mask & DAT_PSP_FIELD_EVD_HANDLE)
-            param->evd_handle = psp->evd;
-        if (mask & DAT_PSP_FIELD_PSP_FLAGS)
-            param->psp_flags = psp->flags;
-        return DAT_SUCCESS;
-    });
-}
 
-DAT_RETURN psp_free(DAT_PSP_HANDLE psp_handle) {
-    return guarded("dat_psp_free", [&]() -> DAT_RETURN {
-        Psp *psp;
-        if (DAT_RETURN r = handle_cast(psp_handle, psp))
-            return r;
-        psp_release(*psp);
-        return DAT_SUCCESS;
-    });
-}
 
 DAT_RETURN cr_query(DAT_CR_HANDLE cr_handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM *param) {
     return guarded("dat_cr_query", [&]() -> DAT_RETURN {
@@ -579,7 +447,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
             const bool own = ep == cr->provider_ep && (before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
                                                        before == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
             if (before != DAT_EP_STATE_UNCONNECTED && !own)
-                return state_error(before);
+                return ep_state_error(before);
             ep->remote = cr->remote;
             ep->remote_port = cr->remote_port;
             ep->state.store(DAT_EP_STATE_COMPLETION_PENDING);
@@ -591,6 +459,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
                 ep->state.store(before);
             return r;
         }
+        cr->tp = nullptr; // the transport has consumed the request
         if (ep == cr->provider_ep)
             cr->provider_ep = nullptr; // the Consumer's now
         release_request_ep(*cr);       // one the Consumer did not take
@@ -607,6 +476,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pd_size, const DAT_PVOID
         if (DAT_RETURN r = check_private_data(*cr->ia, pd_size, pd, 2))
             return r;
         DAT_RETURN r = cr->ia->transport->reject(*cr, pd, static_cast<std::size_t>(pd_size));
+        cr->tp = nullptr;
         // dat_rsp_create(3DAT): a rejected RSP Endpoint is Unconnected again;
         // dat_psp_create(3DAT): a provider-created one goes back to the Provider.
         release_request_ep(*cr);
@@ -661,166 +531,11 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
     });
 }
 
-// ---- Reserved Service Points ---------------------------------------------------
 
-DAT_RETURN rsp_create(DAT_IA_HANDLE ia_handle, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep_handle, DAT_EVD_HANDLE evd_handle,
-                      DAT_RSP_HANDLE *rsp_out) {
-    return guarded("dat_rsp_create", [&]() -> DAT_RETURN {
-        Ia *ia;
-        if (DAT_RETURN r = handle_cast(ia_handle, ia))
-            return r;
-        Ep *ep = nullptr;
-        if (ep_handle != DAT_HANDLE_NULL)
-            if (DAT_RETURN r = handle_cast_in(ia, ep_handle, ep))
-                return r;
-        Evd *evd;
-        if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
-            return r;
-        if (!rsp_out)
-            return invalid_arg(5);
-        Rsp *rsp = make_object<Rsp>(ia->provider, ia);
-        if (!rsp)
-            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-        if (ep) {
-            // dat_rsp_create(3DAT): DAT_INVALID_STATE "an Endpoint was not in the Idle state".
-            std::lock_guard<std::mutex> lock(ep->mu);
-            DAT_EP_STATE s = ep->state.load();
-            if (s != DAT_EP_STATE_UNCONNECTED) {
-                destroy_object(rsp);
-                return state_error(s);
-            }
-            ep->state.store(DAT_EP_STATE_RESERVED);
-        } else {
-            ep = ep_create_for_provider(*ia, DAT_EP_STATE_RESERVED);
-            if (!ep) {
-                destroy_object(rsp);
-                return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
-            }
-            rsp->ep_is_providers = true;
-        }
-        rsp->ep = ep;
-        const bool providers = rsp->ep_is_providers;
-        if (DAT_RETURN r = open_service_point(*ia, *rsp, *evd, &qual, nullptr)) {
-            {
-                std::lock_guard<std::mutex> lock(ep->mu);
-                ep->state.store(providers ? DAT_EP_STATE_DISCONNECTED : DAT_EP_STATE_UNCONNECTED);
-            }
-            if (providers)
-                ep_release_all(*ep);
-            return r;
-        }
-        *rsp_out = rsp;
-        return DAT_SUCCESS;
-    });
-}
 
-DAT_RETURN rsp_query(DAT_RSP_HANDLE rsp_handle, DAT_RSP_PARAM_MASK mask, DAT_RSP_PARAM *param) {
-    return guarded("dat_rsp_query", [&]() -> DAT_RETURN {
-        Rsp *rsp;
-        if (DAT_RETURN r = handle_cast(rsp_handle, rsp))
-            return r;
-        if (!param)
-            return invalid_arg(3);
-        if (mask & ~DAT_RSP_FIELD_ALL)
-            return invalid_arg(2);
-        if (mask & DAT_RSP_FIELD_IA_HANDLE)
-            ia_handle_for_consumer(rsp->ia, &param->ia_handle);
-        if (mask & DAT_RSP_FIELD_CONN_QUAL)
-            param->conn_qual = rsp->conn_qual;
-        if (mask & DAT_RSP_FIELD_EVD_HANDLE)
-            param->evd_handle = rsp->evd;
-        if (mask & DAT_RSP_FIELD_EP_HANDLE)
-            param->ep_handle = rsp->ep;
-        return DAT_SUCCESS;
-    });
-}
 
-DAT_RETURN rsp_free(DAT_RSP_HANDLE rsp_handle) {
-    return guarded("dat_rsp_free", [&]() -> DAT_RETURN {
-        Rsp *rsp;
-        if (DAT_RETURN r = handle_cast(rsp_handle, rsp))
-            return r;
-        psp_release(*rsp);
-        return DAT_SUCCESS;
-    });
-}
 
-// ---- Common Service Points (DAT 2.0) --------------------------------------------
 
-DAT_RETURN csp_create(DAT_IA_HANDLE ia_handle, DAT_COMM *comm, DAT_IA_ADDRESS_PTR address, DAT_EVD_HANDLE evd_handle,
-                      DAT_CSP_HANDLE *csp_out) {
-    return guarded("dat_csp_create", [&]() -> DAT_RETURN {
-        Ia *ia;
-        if (DAT_RETURN r = handle_cast(ia_handle, ia))
-            return r;
-        if (!address || (address->sa_family != AF_INET && address->sa_family != AF_INET6))
-            return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
-        // The point listens on this IA: the address must be the IA's own
-        // (or the wildcard of its family); its port is the service.
-        const sockaddr *own = ia->transport->address();
-        if (address->sa_family != own->sa_family)
-            return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
-        if (address->sa_family == AF_INET) {
-            auto a = reinterpret_cast<const sockaddr_in *>(address)->sin_addr.s_addr;
-            if (a != INADDR_ANY && a != reinterpret_cast<const sockaddr_in *>(own)->sin_addr.s_addr)
-                return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
-        } else {
-            const auto &a = reinterpret_cast<const sockaddr_in6 *>(address)->sin6_addr;
-            if (!IN6_IS_ADDR_UNSPECIFIED(&a) &&
-                std::memcmp(&a, &reinterpret_cast<const sockaddr_in6 *>(own)->sin6_addr, sizeof a) != 0)
-                return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
-        }
-        Evd *evd;
-        if (DAT_RETURN r = cr_evd_of(ia, evd_handle, evd))
-            return r;
-        if (!csp_out)
-            return invalid_arg(5);
-        Csp *csp = make_object<Csp>(ia->provider, ia);
-        if (!csp)
-            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-        if (comm)
-            csp->comm = *comm;
-        std::memcpy(&csp->address, address, sockaddr_size(address));
-        const DAT_CONN_QUAL port = port_of(address);
-        if (DAT_RETURN r = open_service_point(*ia, *csp, *evd, port ? &port : nullptr, nullptr))
-            return r;
-        if (!port) // the provider chose the port: the query shows it
-            set_port(csp->address, static_cast<std::uint16_t>(csp->conn_qual));
-        *csp_out = csp;
-        return DAT_SUCCESS;
-    });
-}
-
-DAT_RETURN csp_query(DAT_CSP_HANDLE csp_handle, DAT_CSP_PARAM_MASK mask, DAT_CSP_PARAM *param) {
-    return guarded("dat_csp_query", [&]() -> DAT_RETURN {
-        Csp *csp;
-        if (DAT_RETURN r = handle_cast(csp_handle, csp))
-            return r;
-        if (!param)
-            return invalid_arg(3);
-        if (mask & ~DAT_CSP_FIELD_ALL)
-            return invalid_arg(2);
-        if (mask & DAT_CSP_FIELD_IA_HANDLE)
-            ia_handle_for_consumer(csp->ia, &param->ia_handle);
-        if (mask & DAT_CSP_FIELD_COMM)
-            param->comm = &csp->comm;
-        if (mask & DAT_CSP_FIELD_IA_ADDRESS)
-            param->address_ptr = reinterpret_cast<sockaddr *>(&csp->address);
-        if (mask & DAT_CSP_FIELD_EVD_HANDLE)
-            param->evd_handle = csp->evd;
-        return DAT_SUCCESS;
-    });
-}
-
-DAT_RETURN csp_free(DAT_CSP_HANDLE csp_handle) {
-    return guarded("dat_csp_free", [&]() -> DAT_RETURN {
-        Csp *csp;
-        if (DAT_RETURN r = handle_cast(csp_handle, csp))
-            return r;
-        psp_release(*csp);
-        return DAT_SUCCESS;
-    });
-}
 
 DAT_RETURN ep_common_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR address, DAT_TIMEOUT timeout,
                              DAT_COUNT pd_size, const DAT_PVOID pd) {

@@ -1,48 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Endpoint internals shared by ep.cpp and cm.cpp.
+// Endpoint internals shared by ep.cpp, cm.cpp and sp.cpp.
 #pragma once
 
-#include "kit.hpp"
+#include "dto.hpp"
 
 namespace dat2::kit {
 
-// Reports every posted DTO of the EP as flushed, in posting order, on its
-// EVDs. Called once the transport guarantees nothing more completes.
-void ep_flush_outstanding(Ep &ep);
-// Moves every completion queued for the EP's EVDs into their FIFOs.
-void ep_drain_completions(Ep &ep);
-// Returns a DTO record to its EP's free list (ops_mu held for the _locked one).
-void op_recycle(Op &op);
-void op_recycle_locked(Op &op);
-// A free record of `ep` for a receive or a request (counted as posted; its
-// rseq taken for a request); `evd`, where its completion goes, is drained
-// once when none is free. nullptr when the queue is full.
-Op *ep_take_op(Ep &ep, Evd &evd, bool recv);
-// A request of `op.ep` is done (its state no longer kPosted): reported now,
-// with every held one after it, when all earlier requests are, else held
-// until they are (Ep::req_held). `silent`: no event (a post that failed);
-// `flushing`: held successes released by it are reported flushed. Holds
-// evd.mu (the _locked form) or takes it and wakes the EVD's waiters.
-void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
-                         bool flushing);
-void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing);
+// DAT_INVALID_STATE with the subtype of an EP in state `s` (cm.cpp).
+DAT_RETURN ep_state_error(DAT_EP_STATE s);
+// Posts a connection event of `ep` on its connection EVD (cm.cpp).
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len);
-// An extended DTO (core/ext.cpp) riding on ep_post: checked as the
-// PostKind given (kRdmaWrite or kRdmaRead), posted with Transport::post_ext.
-struct ExtPost {
-    ExtKind kind;
-    std::uint32_t immed;
-    std::uint64_t operand[2];
-};
-// The DAT_DTOS an extended DTO reports (DAT_IB_DTO_*).
-DAT_DTOS ext_operation(ExtKind kind);
-// The DTO post path of dat_ep_post_send/recv/rdma_read/rdma_write (checks,
-// LMR triplets, records), for the calls of other files that end in a DTO.
-DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr);
-// DAT_COMPLETION_BARRIER_FENCE_FLAG: returns once the EP's earlier RDMA
-// Reads have completed (or the connection is gone).
-DAT_RETURN ep_fence_reads(Ep &ep);
 // An Endpoint the provider creates (no PZ, no EVDs), published in `state`;
 // nullptr when out of resources.
 Ep *ep_create_for_provider(Ia &ia, DAT_EP_STATE state);

@@ -15,6 +15,8 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <unordered_map>
 #include <poll.h>
 #include <thread>
 #include <sys/eventfd.h>
@@ -50,12 +52,13 @@ void ring_pop_locked(Evd &evd, DAT_EVENT &out) {
     --evd.count;
 }
 
+} // namespace
+
 // Where the next completion event is built, in place (an event is 120
-// bytes; building it elsewhere and copying it in cost ~25 instructions a
-// completion): the FIFO's next slot, or past the FIFO's room or behind
-// events already spilled (order holds) a new spill entry. Draining
-// everything may exceed qlen.
-DAT_EVENT &completion_slot_locked(Evd &evd) {
+// bytes: built elsewhere, it would be copied once more): the FIFO's next
+// slot, or past the FIFO's room or behind events already spilled (order
+// holds) a new spill entry. Draining everything may exceed qlen.
+DAT_EVENT &evd_completion_slot_locked(Evd &evd) {
     if (DAT_EVENT *e = evd.direct) {
         evd.direct = nullptr; // the consumer's buffer: built there, never queued
         return *e;
@@ -69,122 +72,7 @@ DAT_EVENT &completion_slot_locked(Evd &evd) {
     return e;
 }
 
-// Reports a request whose turn it is; its record is recycled unless it
-// stays kFlushed until the transport's late completion for it.
-void report_request_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent) {
-    if (!silent && !(op.suppress && status == DAT_DTO_SUCCESS)) {
-        DAT_EVENT &e = completion_slot_locked(evd);
-        fill_dto_event(e, op, status, length);
-        e.evd_handle = &evd;
-    }
-    if (op.state.load(std::memory_order_acquire) != Op::kFlushed)
-        op_recycle(op);
-}
-
-} // namespace
-
-void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
-                         bool flushing) {
-    Ep &ep = *op.ep;
-    const std::size_t n = ep.req_held.size();
-    if (op.rseq != ep.req_report_rseq && n > 0) {
-        // An earlier request of the EP is still outstanding: wait for it.
-        op.held_status = status;
-        op.held_length = length;
-        op.held_silent = silent;
-        ep.req_held[op.rseq % n] = &op;
-        return;
-    }
-    report_request_locked(evd, op, status, length, silent);
-    ++ep.req_report_rseq;
-    // dat_ep_disconnect(3DAT): "If an in-progress DTO is completed
-    // unsuccessfully, all follow on in-progress DTOs in the same direction
-    // also must be completed unsuccessfully" -- also when the transport
-    // reported the failure: libfabric tcp completes a send once the kernel
-    // has it, so a send held behind a write that then fails may never have
-    // arrived.
-    bool failed = flushing || status != DAT_DTO_SUCCESS;
-    while (n > 0) {
-        Op *h = ep.req_held[ep.req_report_rseq % n];
-        if (!h || h->rseq != ep.req_report_rseq)
-            break;
-        ep.req_held[ep.req_report_rseq % n] = nullptr;
-        const DAT_DTO_COMPLETION_STATUS st =
-            failed && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
-        failed = failed || st != DAT_DTO_SUCCESS;
-        report_request_locked(evd, *h, st, h->held_length, h->held_silent);
-        ++ep.req_report_rseq;
-    }
-}
-
 namespace {
-
-// A request a later completion stands for (Ia::requests_in_order): only a
-// suppressed send or RDMA write may have been posted without a completion.
-bool completes_implicitly(const Op &op) {
-    return op.suppress && op.ext == ExtKind::kNone &&
-           (op.operation == DAT_DTO_SEND || op.operation == DAT_DTO_RDMA_WRITE);
-}
-
-// `x`, a request of a transport that completes requests in order, has
-// completed: the requests of its EP posted before it (Ep::post_mu made
-// that the queue's order) and still posted went out without a completion
-// of their own, and succeeded. Reported in order (silently: they were
-// suppressed), up to the first that is something else.
-void report_implied_locked(Evd &evd, const Op &x) {
-    Ep &ep = *x.ep;
-    const std::size_t n = ep.req_ops.size();
-    while (ep.req_report_rseq != x.rseq) {
-        Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq % n], __ATOMIC_ACQUIRE);
-        if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
-            return;
-        std::uint8_t expected = Op::kPosted;
-        if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))
-            return;
-        request_done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
-    }
-}
-
-// Turns completions into events; returns how many events were produced.
-void consume_completions(Evd &evd, const Completion *c, int n) {
-    for (int i = 0; i < n; ++i) {
-        Op &op = *c[i].op;
-        if (!op.is_recv) {
-            // Requests: reported in posting order (request_done_locked).
-            std::uint8_t expected = Op::kPosted;
-            if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
-                // Flushed by a disconnect: drop the late one (a flush still
-                // waiting for its turn keeps its record until the EP is reset).
-                const std::size_t held = op.ep->req_held.size();
-                if (!held || op.ep->req_held[op.rseq % held] != &op)
-                    op_recycle(op);
-                continue;
-            }
-            if (op.rseq != op.ep->req_report_rseq && op.ep->ia->requests_in_order)
-                report_implied_locked(evd, op);
-            request_done_locked(evd, op, c[i].status, c[i].length, false, false);
-            continue;
-        }
-        std::uint8_t expected = Op::kPosted;
-        if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
-            // Already reported as flushed by a disconnect: drop the late one.
-            op_recycle(op);
-            continue;
-        }
-        // A suppressed receive's event is still built: the invalidation
-        // below happens either way.
-        DAT_EVENT unreported;
-        DAT_EVENT &e =
-            op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : completion_slot_locked(evd);
-        fill_dto_event(e, op, c[i].status, c[i].length);
-        if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
-            ext_event(e, op, &c[i]); // a receive consumed by immediate data
-        e.evd_handle = &evd;
-        if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
-            rmr_invalidate(*op.ep, c[i].rmr_context, e);
-        op_recycle(op);
-    }
-}
 
 DAT_RETURN set_evd_flag(DAT_EVD_HANDLE evd_handle, bool Evd::*flag, bool value) {
     Evd *evd;
@@ -203,29 +91,6 @@ DAT_RETURN evd_check_dequeuer(Evd &evd) {
 
 } // namespace
 
-DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
-    DAT_EVENT e;
-    fill_dto_event(e, op, status, length);
-    return e;
-}
-
-void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_DTO_COMPLETION_EVENT;
-    auto &d = e.event_data.dto_completion_event_data;
-    d.ep_handle = op.ep;
-    d.user_cookie = op.cookie;
-    d.status = status;
-    d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
-    d.operation = op.operation;
-    if (op.ext != ExtKind::kNone) {
-        if (op.ext == ExtKind::kRmrBind)
-            rmr_bind_event(e, op, status);
-        else
-            ext_event(e, op, nullptr);
-    }
-}
-
 void evd_fill_locked(Evd &evd) {
     while (!evd.spill.empty() && evd.count < capacity(evd)) {
         ring_push_locked(evd, evd.spill.front());
@@ -239,7 +104,7 @@ void evd_fill_locked(Evd &evd) {
         int n = evd.ia->transport->cq_read(evd, c, room);
         if (n <= 0)
             break;
-        consume_completions(evd, c, n);
+        dto_consume_locked(evd, c, n);
         if (n < room)
             break; // a short read emptied the queue: a second poll (a syscall on tcp) would find nothing
     }
@@ -255,7 +120,7 @@ void evd_drain_all_locked(Evd &evd) {
         int n = evd.ia->transport->cq_read(evd, c, 32);
         if (n <= 0)
             break;
-        consume_completions(evd, c, n);
+        dto_consume_locked(evd, c, n);
     }
 }
 
@@ -366,8 +231,85 @@ void async_evd_return(Ia &ia) {
     ia.async_evd = nullptr;
 }
 
+// ---- connection EVDs of other IAs ----------------------------------------------
+
+namespace {
+
+// Connection EVDs of another IA. dat_ep_create(3DAT) asks only for "the
+// Event Dispatcher where Connection events are reported", and dat_ia_open(3DAT)
+// lets IAs of one Provider share an asynchronous EVD: connection events are
+// the kit's own (no transport queue behind them), so an EVD of any IA of the
+// same Provider may take them (dapltest -T L -w N gives every IA's EPs the
+// connection EVD of the first). That IA may close first (abruptly):
+// evd_release then takes the EVD from these EPs under foreign_mu, which
+// also covers every event posted to a foreign EVD.
+std::mutex foreign_mu;
+std::unordered_multimap<Evd *, Ep *> &foreign_users() {
+    static auto *users = new std::unordered_multimap<Evd *, Ep *>; // outlives every IA
+    return *users;
+}
+
+} // namespace
+
+DAT_RETURN connect_evd_cast(const Ia &ia, DAT_EVD_HANDLE h, Evd *&out) {
+    if (DAT_RETURN r = handle_cast(h, out, DAT_INVALID_HANDLE_EVD_CONN))
+        return r;
+    if (out->provider != ia.provider)
+        return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_CONN);
+    return DAT_SUCCESS;
+}
+
+void register_connect_evd(Ep &ep) {
+    ep.connect_evd_foreign = ep.connect_evd && ep.connect_evd->ia != ep.ia;
+    if (ep.connect_evd_foreign) {
+        std::lock_guard<std::mutex> lock(foreign_mu);
+        foreign_users().emplace(ep.connect_evd, &ep);
+    }
+}
+
+void release_connect_evd(Ep &ep) {
+    if (!ep.connect_evd_foreign) {
+        if (ep.connect_evd)
+            ep.connect_evd->users.fetch_sub(1);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(foreign_mu);
+    if (Evd *evd = ep.connect_evd) { // not taken by evd_release yet
+        auto range = foreign_users().equal_range(evd);
+        for (auto it = range.first; it != range.second; ++it)
+            if (it->second == &ep) {
+                foreign_users().erase(it);
+                break;
+            }
+        evd->users.fetch_sub(1);
+    }
+    ep.connect_evd_foreign = false;
+}
+
+void post_connection_evd(Ep &ep, const DAT_EVENT &e) {
+    if (ep.connect_evd_foreign) {
+        std::lock_guard<std::mutex> lock(foreign_mu);
+        if (ep.connect_evd)
+            evd_push(*ep.connect_evd, e);
+    } else if (ep.connect_evd) {
+        evd_push(*ep.connect_evd, e);
+    }
+}
+
+// `evd` goes away: EPs of other IAs that report their connection events
+// there lose it.
+static void forget_connect_evd(Evd &evd) {
+    std::lock_guard<std::mutex> lock(foreign_mu);
+    auto range = foreign_users().equal_range(&evd);
+    for (auto it = range.first; it != range.second; ++it) {
+        it->second->connect_evd = nullptr; // its connection events go nowhere now
+        evd.users.fetch_sub(1);
+    }
+    foreign_users().erase(range.first, range.second);
+}
+
 void evd_release(Evd &evd) {
-    ep_forget_connect_evd(evd); // EPs of other IAs reporting here
+    forget_connect_evd(evd); // EPs of other IAs reporting here
     // A thread still blocked in dat_evd_wait (abrupt dat_ia_close) returns
     // DAT_ABORT; the EVD goes away only once it has left.
     evict_waiters(evd.aborted, evd.inside, evd.wake_fd);
@@ -409,7 +351,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             return invalid_arg(4);
         if (!evd_out)
             return invalid_arg(5);
-        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_EVD, ia->max_evds))
+        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_EVD, ia->caps.max_evds))
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
         Evd *evd = make_object<Evd>(ia->provider, ia);
         if (!evd)
@@ -428,7 +370,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
         }
         if (flags & (DAT_EVD_DTO_FLAG | DAT_EVD_RMR_BIND_FLAG)) {
-            if (DAT_RETURN r = ia->transport->cq_open(*evd)) {
+            if (DAT_RETURN r = ia->transport->cq_open(*evd, evd->cq)) {
                 ::close(evd->wake_fd);
                 destroy_object(evd);
                 return r;

@@ -71,23 +71,47 @@ void ext_event(DAT_EVENT &e, const Op &op, const Completion *c) {
 }
 
 void ext_query(Ia &ia, DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
-    const ExtCaps caps = ia.transport->ext_caps();
-    // dtestx refuses an IA whose extension_supported is not DAT_EXTENSION_IB
-    // and reads the capabilities from these attributes ("TRUE" enables).
+    const ExtCaps caps = ia.caps.ext;
     const bool any = caps.rdma_write_immed || caps.fetch_add || caps.cmp_swap;
     a.extension_supported = any ? DAT_EXTENSION_IB : DAT_EXTENSION_NONE;
     a.extension_version = any ? DAT_IB_EXTENSION_VERSION : 0;
-    auto truth = [](bool b) { return b ? "TRUE" : "FALSE"; };
-    DAT_NAMED_ATTR *attrs = ia.provider_attrs;
-    int n = 0;
-    attrs[n++] = {"DAT_EXTENSION_INTERFACE", truth(any)};
-    attrs[n++] = {DAT_IB_ATTR_FETCH_AND_ADD, truth(caps.fetch_add)};
-    attrs[n++] = {DAT_IB_ATTR_CMP_AND_SWAP, truth(caps.cmp_swap)};
-    attrs[n++] = {DAT_IB_ATTR_IMMED_DATA, truth(caps.rdma_write_immed)};
-    attrs[n++] = {DAT_IB_ATTR_UD, "FALSE"};
-    static_assert(sizeof ia.provider_attrs / sizeof ia.provider_attrs[0] >= 5);
-    p.num_provider_specific_attr = n;
-    p.provider_specific_attr = attrs;
+    p.num_provider_specific_attr = static_cast<DAT_COUNT>(ia.provider_attrs.size());
+    p.provider_specific_attr = ia.provider_attrs.empty() ? nullptr : ia.provider_attrs.data();
+}
+
+void make_provider_attrs(Ia &ia) {
+    TransportFacts f;
+    ia.transport->facts(f);
+    std::vector<std::pair<std::string, std::string>> named;
+    auto add = [&](const char *name, std::string value) {
+        if (!value.empty())
+            named.emplace_back(name, std::move(value));
+    };
+    add("DAT_IB_PROVIDER_NAME", f.provider);
+    add("DAT_IB_DEVICE_NAME", f.device);
+    add("DAT_IB_CONNECTIVITY_MODE", "DIRECT");
+    add("DAT_IB_RDMA_READ", "TRUE");
+    add("DAT_IB_NODE_GUID", f.node_guid);
+    add("DAT_IB_GID", f.gid);
+    add("DAT_IB_TRANSPORT_MTU", f.transport_mtu ? std::to_string(f.transport_mtu) : "");
+    add("DAT_IB_PORT_STATUS", f.port_status);
+    add("DAT_IB_PORT_NUMBER", f.port ? std::to_string(f.port) : "");
+    // dtestx refuses an IA whose extension_supported is not DAT_EXTENSION_IB
+    // and reads the capabilities from these attributes ("TRUE" enables).
+    const ExtCaps caps = ia.caps.ext;
+    auto truth = [](bool b) { return std::string(b ? "TRUE" : "FALSE"); };
+    add("DAT_EXTENSION_INTERFACE", truth(caps.rdma_write_immed || caps.fetch_add || caps.cmp_swap));
+    add(DAT_IB_ATTR_FETCH_AND_ADD, truth(caps.fetch_add));
+    add(DAT_IB_ATTR_CMP_AND_SWAP, truth(caps.cmp_swap));
+    add(DAT_IB_ATTR_IMMED_DATA, truth(caps.rdma_write_immed));
+    add(DAT_IB_ATTR_UD, "FALSE");
+    // The strings never move (a deque keeps its elements in place).
+    for (auto &[name, value] : named) {
+        ia.attr_text.push_back(std::move(name));
+        const char *n = ia.attr_text.back().c_str();
+        ia.attr_text.push_back(std::move(value));
+        ia.provider_attrs.push_back({n, ia.attr_text.back().c_str()});
+    }
 }
 
 namespace {
@@ -107,7 +131,7 @@ DAT_RETURN post_write_immed(DAT_HANDLE handle, va_list args) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(handle, ep))
         return r;
-    if (!ep->ia->transport->ext_caps().rdma_write_immed)
+    if (!ep->ia->caps.ext.rdma_write_immed)
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     if (!remote)
         return invalid_arg(6);
@@ -122,7 +146,7 @@ DAT_RETURN post_atomic(DAT_HANDLE handle, ExtKind kind, DAT_UINT64 first, DAT_UI
     Ep *ep;
     if (DAT_RETURN r = handle_cast(handle, ep))
         return r;
-    const ExtCaps caps = ep->ia->transport->ext_caps();
+    const ExtCaps caps = ep->ia->caps.ext;
     if (!(kind == ExtKind::kFetchAdd ? caps.fetch_add : caps.cmp_swap))
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     if (!local)

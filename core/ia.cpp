@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IA open/query/close, consumer contexts, handle types and PZs.
 #include "boundary.hpp"
+#include "dat2_version.h"
+#include "event_loop.hpp"
 #include "slots.hpp"
 #include "srq.hpp"
 
@@ -8,6 +10,15 @@
 #include <cstring>
 
 namespace dat2::kit {
+
+Ia::Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
+
+// The loop stops first: no handler of the transport's runs while it goes.
+Ia::~Ia() {
+    if (loop)
+        loop->stop();
+    transport.reset();
+}
 
 void ia_track(Ia &ia, ObjectHeader *obj) {
     std::lock_guard<std::mutex> lock(ia.mu);
@@ -34,6 +45,18 @@ DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out) {
 }
 
 namespace {
+
+// What a transport reported, within what the kit itself can hold.
+Capabilities limited(Capabilities c) {
+    c.max_private_data = std::clamp<DAT_COUNT>(c.max_private_data, 0, kMaxPrivateData);
+    c.max_iov = std::clamp<DAT_COUNT>(c.max_iov, 1, kMaxIov);
+    c.max_dtos = std::clamp<DAT_COUNT>(c.max_dtos, 1, kMaxDtos);
+    c.max_eps = std::clamp<DAT_COUNT>(c.max_eps, 0, kMaxObjects);
+    c.max_evds = std::clamp<DAT_COUNT>(c.max_evds, 0, kMaxObjects);
+    c.max_pzs = std::clamp<DAT_COUNT>(c.max_pzs, 0, kMaxObjects);
+    c.max_srq_recvs = std::clamp<DAT_COUNT>(c.max_srq_recvs, 0, kMaxDtos);
+    return c;
+}
 
 std::size_t count_children(Ia &ia) {
     std::lock_guard<std::mutex> lock(ia.mu);
@@ -121,12 +144,23 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             ia->lmr_free.push_back(i); // index 0 is never used: context 0 means none
         DAT_RETURN err = DAT_SUCCESS;
         try {
+            ia->loop = std::make_unique<EventLoop>(ia->name);
             ia->transport = factory(*ia, params, err);
+            if (ia->transport) {
+                Capabilities caps;
+                err = ia->transport->open(caps);
+                if (err == DAT_SUCCESS) {
+                    ia->caps = limited(caps);
+                    make_provider_attrs(*ia);
+                }
+            }
+            if (err == DAT_SUCCESS && ia->transport)
+                err = ia->loop->start();
         } catch (...) {
             destroy_object(ia);
             throw;
         }
-        if (!ia->transport) {
+        if (!ia->transport || err != DAT_SUCCESS) {
             destroy_object(ia);
             return err != DAT_SUCCESS ? err : DAT_ERROR(DAT_INTERNAL_ERROR, 0);
         }
@@ -139,7 +173,6 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
         DAT_RETURN r = evd_create(ia, async_qlen, DAT_HANDLE_NULL, DAT_EVD_ASYNC_FLAG, &evd);
         if (r != DAT_SUCCESS) {
-            ia->transport.reset();
             destroy_object(ia);
             return r;
         }
@@ -169,22 +202,22 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         std::snprintf(ia_out.adapter_name, sizeof ia_out.adapter_name, "%s", ia->name.c_str());
         std::snprintf(ia_out.vendor_name, sizeof ia_out.vendor_name, "dat2");
         ia_out.ia_address_ptr = const_cast<sockaddr *>(ia->transport->address());
-        ia_out.max_evds = ia->max_evds;
+        ia_out.max_evds = ia->caps.max_evds;
         ia_out.max_evd_qlen = kMaxEvdQlen;
         ia_out.max_lmrs = kMaxLmrs - 1;
-        ia_out.max_pzs = ia->max_pzs;
-        ia_out.max_eps = ia->max_eps;
-        ia_out.max_dto_per_ep = ia->max_dtos;
+        ia_out.max_pzs = ia->caps.max_pzs;
+        ia_out.max_eps = ia->caps.max_eps;
+        ia_out.max_dto_per_ep = ia->caps.max_dtos;
         ia_out.max_rmrs = 0;
         // SRQs (core/srq.cpp) where the transport shares receive contexts; it
         // may lower max_srqs in query().
-        ia_out.max_srqs = ia->max_srq_recvs ? 1 << 16 : 0;
-        ia_out.max_ep_per_srq = ia->max_srq_recvs ? ia_out.max_eps : 0;
-        ia_out.max_recv_per_srq = ia->max_srq_recvs;
+        ia_out.max_srqs = ia->caps.max_srq_recvs ? 1 << 16 : 0;
+        ia_out.max_ep_per_srq = ia->caps.max_srq_recvs ? ia_out.max_eps : 0;
+        ia_out.max_recv_per_srq = ia->caps.max_srq_recvs;
         ia_out.extension_supported = DAT_EXTENSION_NONE;
         std::snprintf(pa->provider_name, sizeof pa->provider_name, "%s", ia->name.c_str());
-        pa->provider_version_major = 2;
-        pa->provider_version_minor = 0;
+        pa->provider_version_major = DAT2_VERSION_MAJOR;
+        pa->provider_version_minor = DAT2_VERSION_MINOR;
         // OFED's registry finds the entry again from these three at dat_ia_close.
         pa->dapl_version_major = info->dapl_version_major;
         pa->dapl_version_minor = info->dapl_version_minor;
@@ -196,7 +229,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         pa->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
             DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
             DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
-        pa->max_private_data_size = ia->max_private_data;
+        pa->max_private_data_size = ia->caps.max_private_data;
         pa->supports_multipath = DAT_FALSE;
         pa->ep_creator = DAT_PSP_CREATES_EP_IFASKED;
         pa->pz_support = DAT_PZ_UNIQUE;
@@ -207,14 +240,14 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
                 for (int j = 0; j < 6; ++j)
                     merge[i][j] = DAT_TRUE;
         }
-        pa->srq_supported = ia->max_srq_recvs ? DAT_TRUE : DAT_FALSE;
+        pa->srq_supported = ia->caps.max_srq_recvs ? DAT_TRUE : DAT_FALSE;
         // DAT 2.0 defines no values for these counts: 1 = supported. The SRQ
         // low watermark; SRQ and EP PZs may differ (each DTO is checked
         // against the PZ it is posted under); dat_srq_query's counts;
         // dat_ep_recv_query's (DAT_VALUE_UNKNOWN for EPs with an SRQ).
-        pa->srq_watermarks_supported = ia->max_srq_recvs ? 1 : 0;
+        pa->srq_watermarks_supported = ia->caps.max_srq_recvs ? 1 : 0;
         pa->srq_ep_pz_difference_supported = pa->srq_supported;
-        pa->srq_info_supported = ia->max_srq_recvs ? 1 : 0;
+        pa->srq_info_supported = ia->caps.max_srq_recvs ? 1 : 0;
         pa->ep_recv_info_supported = 1;
         pa->lmr_sync_req = DAT_FALSE;
         pa->dto_async_return_guaranteed = DAT_FALSE;
@@ -246,7 +279,6 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags) {
         }
         async_evd_return(*ia); // a Consumer's EVD stays (dat_ia_close(3DAT))
         release_children(*ia);
-        ia->transport.reset();
         destroy_object(ia);
         return DAT_SUCCESS;
     });
@@ -304,7 +336,7 @@ DAT_RETURN pz_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE *pz_out) {
         if (!pz_out)
             return invalid_arg(2);
         // dat_pz_create(3DAT): DAT_INSUFFICIENT_RESOURCES past max_pzs.
-        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_PZ, ia->max_pzs))
+        if (!ia_has_room(*ia, DAT_HANDLE_TYPE_PZ, ia->caps.max_pzs))
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
         Pz *pz = make_object<Pz>(ia->provider, ia);
         if (!pz)

@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The provider kit: the DAT objects every plugin shares, their states and
-// rules, and the interface a transport implements underneath them.
-//
-// Division of labour: the kit implements every DAT_PROVIDER slot (argument
-// and handle checks with the man pages' return codes, the EP state machine,
-// EVD queues and waiting, CNOs, PZ/LMR bookkeeping, DTO cookies and flushes).
-// A plugin supplies a Transport per IA: completion queues, memory
-// registration, connection management and posting, and reports connection
-// events back through the kit's on_*() functions.
+// The provider kit's objects: the DAT objects every plugin shares, their
+// states and the limits the kit enforces. The kit implements every
+// DAT_PROVIDER slot over them (argument and handle checks with the man
+// pages' return codes, the EP state machine, EVD queues and waiting, CNOs,
+// PZ/LMR bookkeeping, DTO records and their completion order, flushes). A
+// plugin supplies a Transport per IA underneath: core/transport.hpp is the
+// whole interface between the two, and says which of the fields below a
+// transport may read (it writes none).
 #pragma once
 
+#include "event_loop.hpp"
 #include "lock.hpp"
 #include "object.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +42,7 @@ struct Cr;
 struct Op;
 struct Srq;
 class Transport;
+class EventLoop;
 
 // The InfiniBand extensions' DTOs (dat_ib_extensions.h, core/ext.cpp).
 // kRmrBind: not a DTO but a dat_rmr_bind, whose completion takes its turn
@@ -51,11 +53,42 @@ enum class ExtKind : std::uint8_t { kNone, kRdmaWriteImmed, kFetchAdd, kCmpSwap,
 inline constexpr DAT_COUNT kMaxEvdQlen = 1 << 20;
 inline constexpr DAT_COUNT kMaxLmrs = 1 << 16;
 inline constexpr DAT_COUNT kMaxRmrs = 1 << 16;
-inline constexpr DAT_COUNT kMaxObjects = 1 << 16; // EPs, EVDs, PZs per IA (Ia::max_*)
+inline constexpr DAT_COUNT kMaxObjects = 1 << 16; // EPs, EVDs, PZs per IA (Capabilities::max_*)
 inline constexpr DAT_COUNT kMaxPrivateData = 192; // bytes a consumer may send
 inline constexpr DAT_COUNT kDefaultDtos = 64;
 inline constexpr DAT_COUNT kMaxDtos = 16384;
 inline constexpr DAT_COUNT kMaxIov = 16;
+
+// One local segment of a DTO, resolved from an LMR triplet: what the
+// transport posts.
+struct Segment {
+    void *addr;
+    std::size_t length;
+    void *desc; // the LMR's transport descriptor (Registration::desc)
+};
+
+// Which extended DTOs of dat_ib_extensions.h a transport carries out.
+struct ExtCaps {
+    bool rdma_write_immed = false;
+    bool fetch_add = false;
+    bool cmp_swap = false;
+};
+
+// What a transport can do, returned by Transport::open() (core/transport.hpp
+// explains each); the kit enforces the limits and reports them in
+// dat_ia_query.
+struct Capabilities {
+    DAT_COUNT max_private_data = kMaxPrivateData; // bytes of consumer data a CM message carries
+    DAT_COUNT max_iov = kMaxIov;                  // segments per DTO
+    DAT_COUNT max_dtos = kMaxDtos;                // max_recv_dtos and max_request_dtos of an EP
+    DAT_COUNT max_eps = kMaxObjects, max_evds = kMaxObjects, max_pzs = kMaxObjects;
+    DAT_COUNT max_srq_recvs = 0;     // receives one SRQ holds; 0: no SRQs
+    bool requests_in_order = false;  // an EP's requests complete in posting order
+    bool fence = false;              // honours DAT_COMPLETION_BARRIER_FENCE_FLAG itself
+    bool recv_before_connect = false; // takes receives on an EP that has no connection yet
+    bool send_with_invalidate = false;
+    ExtCaps ext;
+};
 
 // ---- objects ---------------------------------------------------------------
 
@@ -224,9 +257,9 @@ struct Ep : ObjectHeader {
     // DTO records: one pool for requests and one for receives.
     std::vector<Op> ops;
     Lock ops_mu;
-    // Ia::requests_in_order: held by a request's post from taking its record
-    // to the transport's post (and by the transport for its own work
-    // requests that must keep their place among them).
+    // Capabilities::requests_in_order: held by a request's post from taking
+    // its record to the transport's post, and around ep_in_request_order()
+    // (core/transport.hpp).
     Lock post_mu;
     Op *free_requests = nullptr, *free_recvs = nullptr;
     std::uint64_t next_seq = 0; // Op::seq of the next record taken (under ops_mu)
@@ -239,18 +272,61 @@ struct Ep : ObjectHeader {
     // waiting for it, by rseq modulo the pool (both under the request EVD's mu).
     std::uint64_t req_next_rseq = 0, req_report_rseq = 0;
     std::vector<Op *> req_held;
+    // A request was reported unsuccessfully: every later one is reported
+    // flushed until the EP is reset (under the request EVD's mu).
+    bool requests_failed = false;
     // Every request not yet reported, by rseq modulo the pool: stored (with
     // release) by op_take under ops_mu, loaded (acquire) under the request
     // EVD's mu where a completion stands for earlier requests too
-    // (Ia::requests_in_order).
+    // (Capabilities::requests_in_order).
     std::vector<Op *> req_ops;
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     void *tp = nullptr; // the transport's endpoint state
     Srq *srq = nullptr; // dat_ep_create_with_srq: its receives come from there
+    // Receives posted while the transport cannot take them (no
+    // Capabilities::recv_before_connect and no connection yet), handed over
+    // in posting order by ep_transport_ready(); under pending_mu.
+    struct PendingRecv {
+        Op *op;
+        std::vector<Segment> segs;
+    };
+    std::vector<PendingRecv> pending_recvs;
+    Lock pending_mu;
+    std::atomic<bool> transport_ready{false};
+    // dat_ep_connect's timeout, on the IA's event loop (core/cm.cpp).
+    EventLoop::Timer *connect_timer = nullptr;
     // dat_ep_set_watermark (core/srq.cpp): DAT_WATERMARK_INFINITE = not armed.
     std::atomic<DAT_COUNT> soft_high_watermark{DAT_WATERMARK_INFINITE};
     std::atomic<DAT_COUNT> hard_high_watermark{DAT_WATERMARK_INFINITE};
+};
+
+// A shared receive queue (core/srq.cpp). Its receive records (Op with
+// op.srq set) are queued by the transport on its shared receive context;
+// whichever EP of the SRQ takes one completes it on its own recv EVD. The
+// kit counts records posted and not yet completed; it cannot see the moment
+// an EP takes one (transports report receives only once they complete).
+struct Srq : ObjectHeader {
+    Pz *pz = nullptr;
+    DAT_COUNT max_recv_iov = 1;
+    std::atomic<int> users{0}; // EPs created with it
+    void *tp = nullptr;        // the transport's shared receive context
+    // The low watermark was crossed where its event could not be posted
+    // (under the lock of an EVD that is also the async EVD): the next call
+    // on the SRQ posts it.
+    std::atomic<bool> lw_pending{false};
+
+    Lock mu; // everything below
+    DAT_COUNT max_recv_dtos = 0;
+    DAT_COUNT low_watermark = DAT_SRQ_LW_DEFAULT;
+    bool lw_armed = false;
+    // Receive records. A transport holds &op while one is posted, so they
+    // never move: dat_srq_resize adds records, a shrink only lowers the limit.
+    std::deque<Op> ops;
+    Op *free_ops = nullptr;
+    DAT_COUNT posted = 0; // records with the transport: queued, or taken by an EP and not completed
+    std::vector<Ep *> eps;
+    std::uint64_t next_seq = 0;
 };
 
 // The children of an IA, one intrusive list per handle type (links in
@@ -321,27 +397,11 @@ private:
 
 struct Ia : ObjectHeader {
     std::string name;
+    Capabilities caps; // what the transport's open() returned
+    // The IA's connection management thread (core/event_loop.hpp): made
+    // before the transport, stopped before it goes, freed after it.
+    std::unique_ptr<EventLoop> loop;
     std::unique_ptr<Transport> transport;
-    DAT_COUNT max_private_data = kMaxPrivateData; // the transport may lower it
-    DAT_COUNT max_iov = kMaxIov;                  // segments per DTO, ditto
-    DAT_COUNT max_dtos = kMaxDtos;                // max_recv_dtos, max_request_dtos of an EP, ditto
-    DAT_COUNT max_srq_recvs = 0; // receives one SRQ can hold; 0: no SRQs (set by the transport)
-    // Set by a transport whose requests of an EP complete in posting order
-    // (one RC send queue: verbs). The completion of a request then stands for
-    // every earlier request of its EP, and the transport may post a send or
-    // an RDMA write with DAT_COMPLETION_SUPPRESS_FLAG without asking for a
-    // completion of its own (an unsignalled work request): such requests
-    // still posted when a later one completes succeeded, and the kit
-    // reports them so (silently) before it. Any other request it posts
-    // completes. The kit holds Ep::post_mu from taking a request's record
-    // (its rseq) to the transport's post, so that posting order is the
-    // queue's order also when threads post on one EP at once.
-    bool requests_in_order = false;
-    // How many EPs, EVDs and PZs the IA holds at most: what dat_ia_query
-    // reports as max_eps, max_evds, max_pzs, and what ia_has_room() enforces
-    // (one more is DAT_INSUFFICIENT_RESOURCES). The transport lowers them
-    // where its own resources (file descriptors) run out first.
-    DAT_COUNT max_eps = kMaxObjects, max_evds = kMaxObjects, max_pzs = kMaxObjects;
     // Created by ia_open (owned), or an async EVD of another IA that the
     // Consumer passed to dat_ia_open (borrowed). Read and changed under the
     // kit's async lock (post_async, async_evd_borrow/return, evd_release).
@@ -355,9 +415,12 @@ struct Ia : ObjectHeader {
     std::vector<std::uint16_t> lmr_generation;
     std::deque<std::uint32_t> lmr_free; // popped at the back, freed indexes pushed at the front
     std::atomic<int> rmrs{0}; // RMRs that exist (kMaxRmrs)
-    // dat_ia_query's provider-specific attributes (core/ext.cpp fills them).
-    DAT_NAMED_ATTR provider_attrs[6] = {};
-    Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
+    // dat_ia_query's provider-specific attributes, made once at dat_ia_open
+    // (core/ext.cpp): the names and values, and the array that points at them.
+    std::deque<std::string> attr_text;
+    std::vector<DAT_NAMED_ATTR> provider_attrs;
+    Ia();
+    ~Ia();
 };
 
 #define DAT2_HANDLE_TRAITS(Type, dat_type, invalid_subtype)                                  \
@@ -377,202 +440,7 @@ DAT2_HANDLE_TRAITS(Psp, DAT_HANDLE_TYPE_PSP, DAT_INVALID_HANDLE_PSP);
 DAT2_HANDLE_TRAITS(Rsp, DAT_HANDLE_TYPE_RSP, DAT_INVALID_HANDLE_RSP);
 DAT2_HANDLE_TRAITS(Csp, DAT_HANDLE_TYPE_CSP, DAT_INVALID_HANDLE1);
 DAT2_HANDLE_TRAITS(Cr, DAT_HANDLE_TYPE_CR, DAT_INVALID_HANDLE_CR);
+DAT2_HANDLE_TRAITS(Srq, DAT_HANDLE_TYPE_SRQ, DAT_INVALID_HANDLE_SRQ);
 #undef DAT2_HANDLE_TRAITS
-
-// ---- what a transport provides ---------------------------------------------
-
-// One local segment of a DTO, resolved from an LMR triplet.
-struct Segment {
-    void *addr;
-    std::size_t length;
-    void *desc;
-};
-
-// A completion as the transport reads it from its queue.
-// Trivial on purpose: every poll of an EVD declares an array of 32 of them,
-// and default member initializers cost ~130 stores per poll (measured with
-// callgrind: an empty dat_evd_dequeue spent a third of its instructions
-// there). A transport's cq_read sets every field of each entry it returns.
-struct Completion {
-    Op *op;
-    DAT_DTO_COMPLETION_STATUS status;
-    std::uint32_t length;
-    // A receive of a send with invalidate: the sender asked to unbind our
-    // RMR of this rmr_context (dat_ep_post_send_with_invalidate).
-    bool invalidate;
-    DAT_RMR_CONTEXT rmr_context;
-    // A receive consumed by the peer's RDMA write with immediate data
-    // (`length` is the written length) or by a send carrying immediate data.
-    enum class Immed : std::uint8_t { kNone, kRdmaWrite, kSend } immed;
-    std::uint32_t immed_data;
-};
-static_assert(std::is_trivially_default_constructible<Completion>::value, "polls declare arrays of them");
-
-// Which extended DTOs a transport carries out (Transport::ext_caps).
-struct ExtCaps {
-    bool rdma_write_immed = false;
-    bool fetch_add = false;
-    bool cmp_swap = false;
-};
-
-enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
-
-class Transport {
-public:
-    virtual ~Transport() = default;
-
-    // Attributes: the kit fills the generic ones first, the transport its limits.
-    virtual void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) = 0;
-    virtual const sockaddr *address() const = 0;
-
-    // Completion queue behind a DTO EVD (sets evd.cq).
-    virtual DAT_RETURN cq_open(Evd &evd) = 0;
-    virtual void cq_close(Evd &evd) = 0;
-    // Reads up to `max` completions, every field of each set; 0 when empty.
-    virtual int cq_read(Evd &evd, Completion *out, int max) = 0;
-    // The fd to poll for completions, and whether blocking on it now is safe
-    // (false: completions may already be queued, read again first).
-    virtual int cq_fd(Evd &evd) = 0;
-    virtual bool cq_arm(Evd &evd) = 0;
-
-    // Memory registration of lmr.address/length with lmr.privileges; sets
-    // lmr.mr, lmr.desc and, when remote access was asked, lmr.rmr_context.
-    virtual DAT_RETURN mr_register(Lmr &lmr) = 0;
-    virtual void mr_deregister(Lmr &lmr) = 0;
-
-    // Endpoint transport state (ep.tp). ep_close: afterwards no completion
-    // for this EP appears in any queue and no buffer of it is touched.
-    virtual DAT_RETURN ep_open(Ep &ep) = 0;
-    virtual void ep_close(Ep &ep) = 0;
-    // Drops the connection resources so that the EP can connect again.
-    virtual void ep_reset(Ep &ep) = 0;
-
-    virtual DAT_RETURN connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
-                               std::size_t pdata_len, DAT_TIMEOUT timeout) = 0;
-    // Starts a disconnect; the transport calls on_disconnected() when done.
-    virtual DAT_RETURN disconnect(Ep &ep, bool graceful) = 0;
-
-    // qual == nullptr: any free qualifier, reported through *assigned.
-    virtual DAT_RETURN psp_open(Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) = 0;
-    virtual void psp_close(Psp &psp) = 0;
-    virtual DAT_RETURN accept(Cr &cr, Ep &ep, const void *pdata, std::size_t pdata_len) = 0;
-    virtual DAT_RETURN reject(Cr &cr, const void *pdata, std::size_t pdata_len) = 0;
-    virtual void cr_release(Cr &cr) = 0;
-
-    // Posts a DTO whose segments the kit has validated. For a receive on an
-    // EP that has no connection yet, the transport keeps it until it has one.
-    // A kSend with `remote` is a send with invalidate of remote->rmr_context
-    // (only when send_with_invalidate() says so); the peer's transport
-    // reports it in the receive's Completion.
-    virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
-                            const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
-    virtual bool send_with_invalidate() const { return false; }
-
-    // Extended DTOs (dat_ib_extensions.h, core/ext.cpp): those ext_caps()
-    // names are posted through post_ext() once the kit has checked them like
-    // an RDMA write (kRdmaWriteImmed: `segs` the source, the immediate data
-    // in op.immed) or like an RDMA read (atomics: one 8-byte segment that
-    // receives the original value, op.operand the add or compare/swap
-    // values, `remote` an 8-byte aligned target). The target's transport
-    // reports a write with immediate data in the Completion of the receive
-    // it consumed (Completion::immed).
-    virtual ExtCaps ext_caps() const { return {}; }
-    virtual DAT_RETURN post_ext(Ep &, Op &, const Segment *, int, const DAT_RMR_TRIPLET &, DAT_COMPLETION_FLAGS) {
-        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
-    }
-
-    // Memory windows. rmr_open/rmr_close: the window's resources (rmr.tp)
-    // for dat_rmr_create and dat_rmr_free. rmr_bind exposes [addr, addr +
-    // len) of `lmr` for the remote `privileges` (DAT_MEM_PRIV_REMOTE_*)
-    // under a new rmr.rmr_context, posted on `ep`, replacing any binding the
-    // window has (on failure the old one stays). rmr_unbind withdraws the
-    // binding; `ep` is null when the window is freed or invalidated by a
-    // peer. Once either returns, the old rmr_context opens nothing. A
-    // transport without windows keeps these defaults.
-    virtual DAT_RETURN rmr_open(Rmr &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
-    virtual void rmr_close(Rmr &) {}
-    virtual DAT_RETURN rmr_bind(Rmr &, Ep &, const Lmr &, std::uintptr_t, DAT_VLEN, DAT_MEM_PRIV_FLAGS) {
-        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
-    }
-    virtual DAT_RETURN rmr_unbind(Rmr &, Ep *) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
-
-    // Shared receive queues, offered when the transport sets ia.max_srq_recvs.
-    // srq_open/srq_close: the queue (srq.tp); on close, receives still queued
-    // are dropped without completions (the kit takes their records back).
-    // srq_post queues a receive any EP of the SRQ may take. ep_open sees
-    // ep.srq set for an EP that takes its receives from an SRQ; such a
-    // receive completes on that EP's recv EVD, and cq_read sets op.ep to the
-    // EP. A receive an EP took whose completion can no longer be reported
-    // (ep_close) goes back through srq_drop().
-    virtual DAT_RETURN srq_open(Srq &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
-    virtual void srq_close(Srq &) {}
-    virtual DAT_RETURN srq_post(Srq &, Op &, const Segment *, int) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
-
-    // Breaks the connection of a connected EP (dat_ep_set_watermark's hard
-    // watermark) and reports it with on_disconnected(ep, true). The kit may
-    // call it from inside on_established(): it must not block nor take a
-    // lock the transport holds around its callbacks; the break may happen
-    // later, from the transport's own thread.
-    virtual DAT_RETURN ep_break(Ep &) { return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0); }
-};
-
-// Creates the transport of a new IA from the dat.conf entry's ia_params.
-using TransportFactory = std::unique_ptr<Transport> (*)(Ia &ia, const std::string &ia_params,
-                                                        DAT_RETURN &error);
-
-// ---- the kit's side, called by transports -----------------------------------
-
-// Connection events. The transport calls these from its CM thread.
-void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, const void *pdata,
-                           std::size_t pdata_len);
-void on_established(Ep &ep, const void *pdata, std::size_t pdata_len);
-void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::size_t pdata_len);
-// The connection is gone (local or remote disconnect, peer death): completes
-// every outstanding DTO (flushed) before the DISCONNECTED/BROKEN event.
-void on_disconnected(Ep &ep, bool broken);
-// An IA-level error for the async EVD.
-void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason);
-// dat_ia_open with a Consumer's async EVD: `ia` reports its asynchronous
-// events there until async_evd_return (its dat_ia_close) or until the EVD
-// itself goes away with its own IA.
-void async_evd_borrow(Ia &ia, Evd &evd);
-void async_evd_return(Ia &ia);
-// Returns to its SRQ a receive record whose completion will never be
-// reported (its EP is being closed); see Transport::srq_open.
-void srq_drop(Op &op);
-
-// Provider registration for a plugin's dat_provider_init/fini.
-void provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params, TransportFactory factory) noexcept;
-void provider_fini(const DAT_PROVIDER_INFO *info) noexcept;
-
-// ---- inside the kit ---------------------------------------------------------
-
-// Enqueues a provider-generated event on an EVD (never lost) and wakes it.
-void evd_push(Evd &evd, const DAT_EVENT &event);
-// Moves completions from the EVD's queue into its ring; caller holds evd.mu.
-void evd_fill_locked(Evd &evd);
-// Every queued completion, whatever the room (spills past qlen); holds evd.mu.
-void evd_drain_all_locked(Evd &evd);
-void evd_wake(Evd &evd); // completions may have arrived
-DAT_RETURN ia_handle_for_consumer(Ia *ia, DAT_IA_HANDLE *out);
-void ia_track(Ia &ia, ObjectHeader *obj);
-// The IA holds fewer than `max` objects of `type` (Ia::max_eps...).
-bool ia_has_room(Ia &ia, DAT_HANDLE_TYPE type, DAT_COUNT max);
-void ia_untrack(Ia &ia, ObjectHeader *obj);
-void fill_provider_table(DAT_PROVIDER &p);
-
-// Event construction.
-DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
-// dto_event() built where it is wanted (an EVD's FIFO slot).
-void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length);
-// dto_event() of an extended DTO, or of a receive whose completion carries
-// immediate data (core/ext.cpp): DAT_IB_DTO_EVENT with the
-// DAT_IB_EXTENSION_EVENT_DATA of dat_ib_extensions.h.
-void ext_event(DAT_EVENT &e, const Op &op, const Completion *c);
-// dto_event() of a dat_rmr_bind's record: its DAT_RMR_BIND_COMPLETION_EVENT
-// (core/rmr.cpp).
-void rmr_bind_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status);
-// The extension's attributes in dat_ia_query (core/ext.cpp).
-void ext_query(Ia &ia, DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr);
 
 } // namespace dat2::kit

@@ -104,6 +104,21 @@ DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRI
     return DAT_SUCCESS;
 }
 
+DAT_RETURN resolve_segments(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, DAT_MEM_PRIV_FLAGS privilege,
+                            Segment *segs, int &nsegs, std::uint64_t &total) {
+    nsegs = 0;
+    total = 0;
+    for (DAT_COUNT i = 0; i < n; ++i) {
+        if (iov[i].segment_length == 0)
+            continue;
+        if (DAT_RETURN r = resolve_segment(ia, pz, iov[i], privilege, segs[nsegs]))
+            return r;
+        total += segs[nsegs].length;
+        ++nsegs;
+    }
+    return DAT_SUCCESS;
+}
+
 void lmr_release(Lmr &lmr) {
     Ia &ia = *lmr.ia;
     ia.transport->mr_deregister(lmr);
@@ -192,11 +207,15 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
             destroy_object(lmr);
             return r;
         }
-        if (DAT_RETURN r = ia->transport->mr_register(*lmr)) {
+        Registration reg;
+        if (DAT_RETURN r = ia->transport->mr_register(*lmr, reg)) {
             context_free(*ia, *lmr);
             destroy_object(lmr);
             return r;
         }
+        lmr->mr = reg.mr;
+        lmr->desc = reg.desc;
+        lmr->rmr_context = reg.rmr_context;
         lmr->has_rmr_context =
             (privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG | kRemoteAtomic)) != 0;
         if (!lmr->has_rmr_context)

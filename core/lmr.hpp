@@ -2,7 +2,7 @@
 // LMR contexts: what DTOs name local memory by.
 #pragma once
 
-#include "kit.hpp"
+#include "internal.hpp"
 
 namespace dat2::kit {
 
@@ -17,5 +17,9 @@ Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context);
 // DAT_PRIVILEGES_VIOLATION, outside the LMR -> DAT_INVALID_PARAMETER,
 // another PZ -> DAT_PROTECTION_VIOLATION.
 DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRIV_FLAGS privilege, Segment &out);
+// Every triplet of `iov` (zero-length ones skipped: DAT ignores their other
+// members) into `segs`, their count and total length.
+DAT_RETURN resolve_segments(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, DAT_MEM_PRIV_FLAGS privilege,
+                            Segment *segs, int &nsegs, std::uint64_t &total);
 
 } // namespace dat2::kit

@@ -4,9 +4,9 @@
 // dequeue, nearly always by one thread at a time.
 //
 // Uncontended, taking and giving it back is one compare-exchange and one
-// exchange, inline. glibc's pthread_mutex_lock/unlock pair costs ~57
-// instructions through two calls (callgrind, docs/performance.md), taken up
-// to six times per ping-pong iteration. Contended, a thread spins briefly
+// exchange, inline: a call pair into pthread_mutex_lock/unlock costs more
+// than the sections it guards (docs/performance.md has the counts).
+// Contended, a thread spins briefly
 // (the sections it guards are short), then sleeps in futex(2): a holder
 // that is descheduled, or a transport call under an EVD's lock that blocks
 // (libfabric progress), costs waiters no CPU. The futex protocol is the

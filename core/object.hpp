@@ -84,7 +84,7 @@ template <class T> void destroy_object(T *obj) {
 // The one checked conversion from a handle. `subtype` overrides the family's
 // default subtype (EVD handles have one per role).
 // Inline always: it is on every call's path, and a call to it costs as
-// much as the check (callgrind).
+// much as the check.
 template <class T>
 __attribute__((always_inline)) inline DAT_RETURN handle_cast(DAT_HANDLE h, T *&out,
                                                            DAT_RETURN subtype = HandleTraits<T>::kSubtype) {

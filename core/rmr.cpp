@@ -43,7 +43,7 @@ DAT_RETURN make_rmr(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *out, DAT_RMR_SCOPE 
     }
     rmr->pz = pz;
     rmr->scope = scope;
-    if (DAT_RETURN r = ia.transport->rmr_open(*rmr)) {
+    if (DAT_RETURN r = ia.transport->rmr_open(*rmr, rmr->tp)) {
         destroy_object(rmr);
         ia.rmrs.fetch_sub(1);
         return r;
@@ -288,11 +288,13 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const 
                 const auto address = static_cast<std::uintptr_t>(triplet->virtual_address);
                 const auto remote = static_cast<DAT_MEM_PRIV_FLAGS>(
                     privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG));
-                if (DAT_RETURN r =
-                        ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length, remote)) {
+                DAT_RMR_CONTEXT bound = 0;
+                if (DAT_RETURN r = ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length,
+                                                          remote, bound)) {
                     bind_done(*ep, *op, DAT_DTO_SUCCESS, true);
                     return r;
                 }
+                rmr->rmr_context = bound;
                 lmr->users.fetch_add(1);
                 if (rmr->lmr)
                     rmr->lmr->users.fetch_sub(1);
@@ -336,7 +338,7 @@ DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DA
         Ep *ep;
         if (DAT_RETURN r = handle_cast(ep_handle, ep))
             return r;
-        if (!ep->ia->transport->send_with_invalidate()) {
+        if (!ep->ia->caps.send_with_invalidate) {
             DAT2_LOG(log::kGeneric, "%s: the transport cannot carry a send with invalidate\n",
                      ep->ia->name.c_str());
             return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);

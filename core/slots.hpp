@@ -3,7 +3,7 @@
 // defined in the file of its object family.
 #pragma once
 
-#include "kit.hpp"
+#include "internal.hpp"
 
 #include <string>
 
@@ -126,9 +126,6 @@ void rmr_release(Rmr &rmr);           // unbinds and frees the RMR, for ia_close
 // DAT_DTO_RECEIVE_WITH_INVALIDATE naming it.
 void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
-// `evd` goes away: EPs of other IAs that report their connection events
-// there lose it (ep.cpp).
-void ep_forget_connect_evd(Evd &evd);
 void cno_release(Cno &cno);
 void cno_notify(Cno &cno, Evd &evd);  // an EVD linked to `cno` got an event
 } // namespace dat2::kit

@@ -216,13 +216,13 @@ DAT_RETURN srq_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_
             return invalid_arg(3);
         if (!srq_out)
             return invalid_arg(4);
-        if (ia->max_srq_recvs == 0) {
+        if (ia->caps.max_srq_recvs == 0) {
             DAT2_LOG(log::kGeneric, "dat_srq_create(%s): the transport has no shared receive queues\n",
                      ia->name.c_str());
             return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
         }
-        if (attr->max_recv_dtos <= 0 || attr->max_recv_dtos > ia->max_srq_recvs || attr->max_recv_iov < 0 ||
-            attr->max_recv_iov > ia->max_iov || attr->low_watermark < 0 ||
+        if (attr->max_recv_dtos <= 0 || attr->max_recv_dtos > ia->caps.max_srq_recvs || attr->max_recv_iov < 0 ||
+            attr->max_recv_iov > ia->caps.max_iov || attr->low_watermark < 0 ||
             attr->low_watermark > attr->max_recv_dtos)
             return invalid_arg(3);
         Srq *srq = make_object<Srq>(ia->provider, ia);
@@ -239,7 +239,7 @@ DAT_RETURN srq_create(DAT_IA_HANDLE ia_handle, DAT_PZ_HANDLE pz_handle, DAT_SRQ_
             destroy_object(srq);
             throw;
         }
-        if (DAT_RETURN r = ia->transport->srq_open(*srq)) {
+        if (DAT_RETURN r = ia->transport->srq_open(*srq, srq->tp)) {
             destroy_object(srq);
             return DAT_GET_TYPE(r) == DAT_NOT_IMPLEMENTED ? DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0) : r;
         }
@@ -284,14 +284,9 @@ DAT_RETURN srq_post_recv(DAT_SRQ_HANDLE srq_handle, DAT_COUNT n, DAT_LMR_TRIPLET
         Segment segs[kMaxIov];
         int nsegs = 0;
         std::uint64_t total = 0;
-        for (DAT_COUNT i = 0; i < n; ++i) {
-            if (iov[i].segment_length == 0)
-                continue;
-            if (DAT_RETURN r = resolve_segment(*srq->ia, srq->pz, iov[i], DAT_MEM_PRIV_LOCAL_WRITE_FLAG, segs[nsegs]))
-                return r;
-            total += segs[nsegs].length;
-            ++nsegs;
-        }
+        if (DAT_RETURN r =
+                resolve_segments(*srq->ia, srq->pz, iov, n, DAT_MEM_PRIV_LOCAL_WRITE_FLAG, segs, nsegs, total))
+            return r;
         Op *op;
         {
             std::lock_guard<Lock> lock(srq->mu);
@@ -367,7 +362,7 @@ DAT_RETURN srq_resize(DAT_SRQ_HANDLE srq_handle, DAT_COUNT max_recv_dtos) {
         Srq *srq;
         if (DAT_RETURN r = handle_cast(srq_handle, srq))
             return r;
-        if (max_recv_dtos <= 0 || max_recv_dtos > srq->ia->max_srq_recvs)
+        if (max_recv_dtos <= 0 || max_recv_dtos > srq->ia->caps.max_srq_recvs)
             return invalid_arg(2);
         post_pending_low_watermark(*srq);
         const DAT_COUNT waiting = unreaped(*srq);

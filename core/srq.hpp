@@ -1,51 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Shared receive queues, and the receive-side accounting of Endpoints that
-// goes with them (dat_ep_recv_query, dat_ep_set_watermark): core/srq.cpp.
-//
-// An SRQ holds receive records (Op with op.srq set) that the transport
-// queues on its shared receive context; whichever EP of the SRQ takes one
-// completes it on its own recv EVD (the transport names the EP in op.ep).
-// The kit counts the records posted and not yet completed; it cannot see
-// the moment an EP takes one (the transports report receives only once
-// they complete), so what it knows about an SRQ is: buffers posted, and
-// completions generated (in the EVDs) or not yet reaped.
+// Shared receive queues (struct Srq: core/kit.hpp), and the receive-side
+// accounting of Endpoints that goes with them (dat_ep_recv_query,
+// dat_ep_set_watermark): core/srq.cpp. What the kit knows about an SRQ is:
+// buffers posted, and completions generated (in the EVDs) or not yet reaped.
 #pragma once
 
-#include "kit.hpp"
-
-#include <deque>
-#include <mutex>
-#include <vector>
+#include "internal.hpp"
 
 namespace dat2::kit {
-
-struct Srq : ObjectHeader {
-    Pz *pz = nullptr;
-    DAT_COUNT max_recv_iov = 1;
-    std::atomic<int> users{0}; // EPs created with it
-    void *tp = nullptr;        // the transport's shared receive context
-    // The low watermark was crossed where its event could not be posted
-    // (under the lock of an EVD that is also the async EVD): the next call
-    // on the SRQ posts it.
-    std::atomic<bool> lw_pending{false};
-
-    Lock mu; // everything below
-    DAT_COUNT max_recv_dtos = 0;
-    DAT_COUNT low_watermark = DAT_SRQ_LW_DEFAULT;
-    bool lw_armed = false;
-    // Receive records. A transport holds &op while one is posted, so they
-    // never move: dat_srq_resize adds records, a shrink only lowers the limit.
-    std::deque<Op> ops;
-    Op *free_ops = nullptr;
-    DAT_COUNT posted = 0; // records with the transport: queued, or taken by an EP and not completed
-    std::vector<Ep *> eps;
-    std::uint64_t next_seq = 0;
-};
-
-template <> struct HandleTraits<Srq> {
-    static constexpr DAT_HANDLE_TYPE kType = DAT_HANDLE_TYPE_SRQ;
-    static constexpr DAT_RETURN kSubtype = DAT_INVALID_HANDLE_SRQ;
-};
 
 // op_recycle() of an SRQ record: back on the SRQ's free list (its
 // completion was consumed, or it was dropped); checks the low watermark.

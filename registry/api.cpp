@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The DAT consumer API: every call validates what the registry can and
 // dispatches through the DAT_PROVIDER table of the handle it is given.
+#include "boundary.hpp"
 #include "log.hpp"
 #include "registry.hpp"
 
@@ -17,26 +18,11 @@
 
 namespace {
 
+using dat2::guarded;
+
 // No address below this is mapped, so a handle below it is either a consumer
 // IA handle (a small integer) or garbage; never a provider object.
 constexpr std::uintptr_t kLowestObject = 4096;
-
-template <class F>
-DAT_RETURN guarded(const char *fn, F &&f) noexcept
-{
-    try {
-        return f();
-    } catch (const std::bad_alloc &) {
-        DAT2_ERR("%s: out of memory", fn);
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    } catch (const std::exception &e) {
-        DAT2_ERR("%s: internal error: %s", fn, e.what());
-        return DAT_INTERNAL_ERROR;
-    } catch (...) {
-        DAT2_ERR("%s: internal error", fn);
-        return DAT_INTERNAL_ERROR;
-    }
-}
 
 // The first word of a handle. A consumer's handle need not be aligned (a
 // stale or bogus pointer): read it bytewise, never as a misaligned pointer load.

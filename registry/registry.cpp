@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "registry.hpp"
 
+#include "dat2_version.h"
 #include "log.hpp"
+#include "names.hpp"
 #include "static_config.hpp"
 
 #include <algorithm>
@@ -103,6 +105,8 @@ void ensure_config(State &s) // load_mu held
         return;
     s.config_loaded = true;
     s.libdat2_dir = object_directory(reinterpret_cast<const void *>(&ensure_config));
+    DAT2_LOG(log::kStaticRegistry, "static registry: libdat2 %s (dat2) in %s", DAT2_VERSION,
+             s.libdat2_dir.c_str());
     StaticConfig cfg = read_static_config(s.libdat2_dir);
     for (auto &e : cfg.entries) {
         auto se = std::make_unique<StaticEntry>();
@@ -307,14 +311,24 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
     }
     if (!any) {
         std::string known;
+        std::vector<std::string> names;
         for (auto &e : s.statics)
-            if (e->conf.loadable() && known.find(" " + e->conf.ia_name + ",") == std::string::npos)
+            if (e->conf.loadable() && known.find(" " + e->conf.ia_name + ",") == std::string::npos) {
                 known += " " + e->conf.ia_name + ",";
+                names.push_back(e->conf.ia_name);
+            }
+        {
+            std::lock_guard<std::mutex> table(s.table_mu);
+            for (auto &d : s.dynamics)
+                names.push_back(d->info.ia_name);
+        }
         if (!known.empty())
             known.pop_back();
+        const std::string guess = closest_name(name, names);
         DAT2_ERR("dat_ia_open('%s'): no such provider: not in dat.conf and not registered "
-                 "(known:%s)",
-                 name, known.empty() ? " none" : known.c_str());
+                 "(known:%s)%s",
+                 name, known.empty() ? " none" : known.c_str(),
+                 guess.empty() ? "" : ("; did you mean '" + guess + "'?").c_str());
     } else {
         for (auto &r : reasons)
             DAT2_ERR("dat_ia_open('%s'): %s", name, r.c_str());
@@ -509,7 +523,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
 
     // The provider opens the IA with no registry lock held.
     DAT_IA_HANDLE provider_ia = nullptr;
-    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    DAT_RETURN ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     provider_call("ia_open", name, [&] {
         ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen, async_evd,
                                                &provider_ia);
@@ -523,7 +537,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         return DAT_SUCCESS;
     }
     if (ret == DAT_SUCCESS)
-        ret = DAT_INTERNAL_ERROR; // "success" without an IA
+        ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0); // "success" without an IA
     const char *major_msg = "", *minor_msg = "";
     dat_strerror(ret, &major_msg, &minor_msg);
     DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
@@ -552,7 +566,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
         provider_ia = s.ias[slot].provider_ia;
         provider = s.ias[slot].provider;
     }
-    DAT_RETURN ret = DAT_INTERNAL_ERROR;
+    DAT_RETURN ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     provider_call("ia_close", provider->info.ia_name,
                   [&] { ret = provider->provider->ia_close_func(provider_ia, flags); });
     if (ret != DAT_SUCCESS) {

@@ -5,15 +5,24 @@
 #include "tunables.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#ifndef DAT2_SYSCONF_DAT_CONF
-#define DAT2_SYSCONF_DAT_CONF "/usr/local/etc/dat.conf"
+// The install layout libdat2 was configured with (CMAKE_INSTALL_LIBDIR,
+// CMAKE_INSTALL_SYSCONFDIR): relative to the prefix, or absolute.
+#ifndef DAT2_INSTALL_LIBDIR
+#define DAT2_INSTALL_LIBDIR "lib"
 #endif
+#ifndef DAT2_INSTALL_SYSCONFDIR
+#define DAT2_INSTALL_SYSCONFDIR "etc"
+#endif
+// dat2's own directory under the libdir (plugins) and the sysconfdir (dat.conf).
+#define DAT2_SUBDIR "dat2"
 
 namespace dat2 {
 
@@ -81,68 +90,142 @@ std::string object_directory(const void *address)
         path.assign(buf, static_cast<std::size_t>(n));
     }
     std::size_t slash = path.rfind('/');
-    return slash == 0 ? "/" : path.substr(0, slash);
+    std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+    // Canonical, so that <prefix>/bin/../lib (a RUNPATH of $ORIGIN/../lib)
+    // or /lib/<multiarch> (a merged /usr) are recognised as the libdir.
+    if (char *real = ::realpath(dir.c_str(), nullptr)) {
+        dir = real;
+        std::free(real);
+    }
+    return dir;
+}
+
+namespace {
+
+// The install prefix of a libdat2 in `libdat2_dir`, when that directory is
+// <prefix>/<libdir>; empty otherwise (a build tree, or a copy elsewhere).
+std::string install_prefix_of(const std::string &libdat2_dir)
+{
+    const std::string libdir = DAT2_INSTALL_LIBDIR;
+    if (libdir.empty() || libdir[0] == '/')
+        return libdat2_dir == libdir ? std::string("/") : std::string();
+    const std::string suffix = "/" + libdir;
+    if (libdat2_dir.size() < suffix.size() ||
+        libdat2_dir.compare(libdat2_dir.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return "";
+    std::string prefix = libdat2_dir.substr(0, libdat2_dir.size() - suffix.size());
+    return prefix.empty() ? "/" : prefix;
+}
+
+std::string join(const std::string &dir, const std::string &name)
+{
+    return dir == "/" ? "/" + name : dir + "/" + name;
+}
+
+} // namespace
+
+std::vector<ConfCandidate> conf_search_path(const std::string &libdat2_dir)
+{
+    std::vector<ConfCandidate> path;
+    auto add = [&](std::string p, const char *origin) {
+        for (const auto &c : path)
+            if (c.path == p)
+                return;
+        path.push_back({std::move(p), origin});
+    };
+    add(join(libdat2_dir, "dat.conf"), "beside libdat2");
+    const std::string prefix = install_prefix_of(libdat2_dir);
+    if (!prefix.empty()) {
+        const std::string sysconfdir = DAT2_INSTALL_SYSCONFDIR;
+        const std::string etc = sysconfdir[0] == '/' ? sysconfdir : join(prefix, sysconfdir);
+        add(join(etc, DAT2_SUBDIR "/dat.conf"), "dat2's own");
+        add(join(etc, "dat.conf"), "sysconfdir");
+    }
+    add("/etc/dat.conf", "system");
+    return path;
 }
 
 StaticConfig read_static_config(const std::string &libdat2_dir)
 {
     StaticConfig cfg;
     if (const char *override_path = tunable_value("DAT_OVERRIDE")) {
+        cfg.searched.push_back({override_path, "DAT_OVERRIDE"});
         read_one(cfg, override_path, "DAT_OVERRIDE");
         return cfg;
     }
-    std::string beside = libdat2_dir + "/dat.conf";
-    if (regular_file_exists(beside))
-        read_one(cfg, beside, "beside libdat2");
-    if (regular_file_exists(DAT2_SYSCONF_DAT_CONF))
-        read_one(cfg, DAT2_SYSCONF_DAT_CONF, "sysconfdir");
-    else if (regular_file_exists("/etc/dat.conf") && std::string(DAT2_SYSCONF_DAT_CONF) != "/etc/dat.conf")
-        read_one(cfg, "/etc/dat.conf", "/etc");
+    cfg.searched = conf_search_path(libdat2_dir);
+    std::string looked;
+    for (const auto &c : cfg.searched) {
+        looked += (looked.empty() ? "" : ", ") + c.path;
+        if (regular_file_exists(c.path))
+            read_one(cfg, c.path, c.origin.c_str());
+    }
     if (cfg.files.empty())
-        DAT2_LOG(log::kStaticRegistry,
-                 "static registry: no dat.conf found (looked for %s, %s, /etc/dat.conf)",
-                 beside.c_str(), DAT2_SYSCONF_DAT_CONF);
+        DAT2_ERR("no dat.conf found (looked for %s; set DAT_OVERRIDE to name one)", looked.c_str());
     return cfg;
 }
+
+std::string plugin_directory(const std::string &libdat2_dir) { return join(libdat2_dir, DAT2_SUBDIR); }
+
+namespace {
+
+// The loader's own reason out of Boost.DLL's message for a failed load,
+// "<what failed> (dlerror system message: <dlerror text>): <errno text>";
+// the errno part is noise (a missing file reads "Bad file descriptor").
+std::string loader_reason(const std::string &what)
+{
+    static const std::string open = "(dlerror system message: ";
+    const std::size_t a = what.find(open);
+    const std::size_t b = what.rfind("): ");
+    if (a == std::string::npos || b == std::string::npos || b < a + open.size())
+        return what;
+    return what.substr(a + open.size(), b - a - open.size());
+}
+
+} // namespace
 
 std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library,
                                                        const std::string &libdat2_dir,
                                                        std::string &why)
 {
-    namespace dll = boost::dll;
     auto lib = std::make_unique<ProviderLibrary>();
-    // Resolve: absolute as is; relative beside libdat2 if it exists there;
-    // otherwise a bare name goes to the dynamic loader's search path.
+    // Resolve: absolute as is; relative beside libdat2 if it exists there,
+    // else in its plugin directory; otherwise as given, so that a bare name
+    // goes to the dynamic loader's search path.
     std::string path = library;
-    dll::load_mode::type mode = dll::load_mode::rtld_now | dll::load_mode::rtld_global;
+    bool searched_beside = false;
     if (library[0] != '/') {
-        std::string beside = libdat2_dir + "/" + library;
-        if (regular_file_exists(beside))
-            path = beside;
-        else if (library.find('/') == std::string::npos)
-            mode = mode | dll::load_mode::search_system_folders;
+        searched_beside = true;
+        for (const std::string &dir : {libdat2_dir, plugin_directory(libdat2_dir)}) {
+            std::string candidate = join(dir, library);
+            if (regular_file_exists(candidate)) {
+                path = candidate;
+                break;
+            }
+        }
     }
+    namespace dll = boost::dll;
+    dll::load_mode::type mode = dll::load_mode::rtld_now | dll::load_mode::rtld_global;
+    // Boost.DLL opens a relative name as ./name unless told to search.
+    if (path == library && library.find('/') == std::string::npos)
+        mode = mode | dll::load_mode::search_system_folders;
     try {
-        // The throwing overload keeps dlerror()'s text; the error_code one
-        // reduces a missing file to "Bad file descriptor".
+        // The throwing overload: its error_code twin loses dlerror()'s text.
         lib->library.load(dll::fs::path(path), mode);
     } catch (const std::exception &e) {
-        why = std::string("cannot load ") + path + ": " + e.what();
-        if (library[0] != '/' && path == library)
-            why += " (looked beside libdat2 in " + libdat2_dir + " and on the library search path)";
+        why = "cannot load " + path + ": " + loader_reason(e.what());
+        if (searched_beside && path == library)
+            why += " (looked beside libdat2 in " + libdat2_dir + ", in " +
+                   plugin_directory(libdat2_dir) + " and on the library search path)";
         return nullptr;
     }
-    if (!lib->library.has(DAT_PROVIDER_INIT_FUNC_STR)) {
-        why = path + " is not a DAT provider: it has no " DAT_PROVIDER_INIT_FUNC_STR " symbol";
-        return nullptr;
-    }
-    lib->init = lib->library.get<void(const DAT_PROVIDER_INFO *, const char *)>(DAT_PROVIDER_INIT_FUNC_STR);
-    if (lib->library.has(DAT_PROVIDER_FINI_FUNC_STR))
-        lib->fini = lib->library.get<void(const DAT_PROVIDER_INFO *)>(DAT_PROVIDER_FINI_FUNC_STR);
-    else {
-        why = path + " is not a DAT provider: it has no " DAT_PROVIDER_FINI_FUNC_STR " symbol";
-        return nullptr;
-    }
+    for (const char *symbol : {DAT_PROVIDER_INIT_FUNC_STR, DAT_PROVIDER_FINI_FUNC_STR})
+        if (!lib->library.has(symbol)) {
+            why = path + " is not a DAT provider: it has no " + symbol + " symbol";
+            return nullptr;
+        }
+    lib->init = &lib->library.get<void(const DAT_PROVIDER_INFO *, const char *)>(DAT_PROVIDER_INIT_FUNC_STR);
+    lib->fini = &lib->library.get<void(const DAT_PROVIDER_INFO *)>(DAT_PROVIDER_FINI_FUNC_STR);
     lib->path = path;
     return lib;
 }

@@ -19,25 +19,44 @@ namespace dat2 {
 
 struct ConfFileStatus {
     std::string path;
-    std::string origin; // "DAT_OVERRIDE", "beside libdat2", "sysconfdir", "/etc"
+    // "DAT_OVERRIDE", "beside libdat2", "dat2's own", "sysconfdir", "system"
+    std::string origin;
     bool read = false;
     std::string error; // why it was not read
 };
 
+// A place where a dat.conf may be, in search order.
+struct ConfCandidate {
+    std::string path;
+    std::string origin;
+};
+
 struct StaticConfig {
-    std::vector<ConfFileStatus> files;
-    std::vector<ConfEntry> entries; // in file order: earlier files first
+    std::vector<ConfCandidate> searched; // every path looked at, found or not
+    std::vector<ConfFileStatus> files;   // those that exist (or DAT_OVERRIDE's)
+    std::vector<ConfEntry> entries;      // in file order: earlier files first
     std::vector<ConfDiagnostic> diagnostics;
 };
 
 // The directory of the shared object (or executable) that contains `address`.
 std::string object_directory(const void *address);
 
+// Where libdat2 in `libdat2_dir` looks for dat.conf without DAT_OVERRIDE, in
+// order: beside itself (a build tree), then, when it sits in an install
+// tree's libdir, that tree's <sysconfdir>/dat2/dat.conf (dat2's own) and
+// <sysconfdir>/dat.conf, and last the system's /etc/dat.conf (OFED's).
+// The install tree is found from libdat2's own location, so an installed
+// copy follows its prefix whatever it was configured with.
+std::vector<ConfCandidate> conf_search_path(const std::string &libdat2_dir);
+
 // Reads the static registry as libdat2 does: DAT_OVERRIDE alone when set
-// (no fallback), otherwise the dat.conf beside libdat2 (a build tree's) and
-// then the first of <sysconfdir>/dat.conf and /etc/dat.conf that exists.
+// (no fallback), otherwise every file of conf_search_path() that exists.
 StaticConfig read_static_config(const std::string &libdat2_dir);
 
+// The plugin directory of an installed libdat2: <libdir>/dat2.
+std::string plugin_directory(const std::string &libdat2_dir);
+
+// A provider library loaded with Boost.DLL, unloaded when destroyed.
 struct ProviderLibrary {
     boost::dll::shared_library library;
     DAT_PROVIDER_INIT_FUNC init = nullptr;
@@ -46,8 +65,10 @@ struct ProviderLibrary {
 };
 
 // Loads a provider library and resolves dat_provider_init/fini. A relative
-// name is looked up beside libdat2 first, then on the normal search path.
-// On failure returns nullptr and sets `why` to a sentence for the user.
+// name is looked up beside libdat2 first, then in its plugin directory
+// (<libdir>/dat2), then (a bare name) on the dynamic loader's search path.
+// On failure returns nullptr and sets `why` to a sentence for the user that
+// carries dlerror()'s own text.
 std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library,
                                                        const std::string &libdat2_dir,
                                                        std::string &why);

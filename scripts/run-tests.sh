@@ -47,6 +47,15 @@ build() { # dir label cmake-args...
 
 start=$(date +%s)
 build "$out/plain" plain && ctest_in "$out/plain" plain
+# The Debian packages (5-9 minutes: dpkg-buildpackage builds the tree once
+# more), their file lists, lintian, and an install and removal in an overlay
+# of this machine's root. Its own stage: too long for the plain ctest run.
+echo "[package] Debian packages: build, file lists, lintian, install and removal (tests/packaging/deb_package.sh)"
+if bash "$top/tests/packaging/deb_package.sh" "$top" >"$out/package.log" 2>&1; then
+  passed=$((passed + 1)); grep -E "^package build:" "$out/package.log" | sed 's/^/[package] /'
+else
+  failed=$((failed + 1)); failures+=("package"); grep -E "^(FAIL|skip)" "$out/package.log" | head -40; tail -n 20 "$out/package.log"
+fi
 # intercept_send=0 (ASan and TSan): the sanitizer checks a sendmsg buffer after the call returned; by
 # then the peer IA in the same process has the data and the test may have
 # freed the buffer (a false use-after-free; the data was sent intact).

@@ -4,7 +4,8 @@
 set -euo pipefail
 packages=(
   build-essential cmake g++ clang libclang-rt-14-dev python3
-  libboost-dev libgtest-dev
+  libboost-dev libgtest-dev pkg-config go-md2man
+  dpkg-dev debhelper lintian
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdmacm-utils
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The libfabric transport: DAT over connection-oriented libfabric
-// endpoints (FI_EP_MSG). One IA = fabric + domain + event queue + a CM
-// thread that turns event-queue entries into DAT connection events.
+// endpoints (FI_EP_MSG). One IA = fabric + domain + event queue; the IA's
+// event loop (kit::EventLoop) reads the event queue and drives the
+// provider's progress on the completion queues.
+//
+// Files by object: ofi_ia.cpp (params, open, attributes), ofi_cm.cpp
+// (connections, service points, link loss), ofi_ep.cpp (endpoints, posts),
+// ofi_cq.cpp (completion queues and progress), ofi_mr.cpp (LMRs, RMRs),
+// ofi_srq.cpp (shared receive contexts), ofi_ext.cpp (extended DTOs).
 #pragma once
 
-#include "kit.hpp"
 #include "ofi_cm_data.hpp"
-#include "wait.hpp"
+#include "transport.hpp"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_atomic.h>
@@ -15,16 +20,14 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-#include <sys/uio.h>
 #include <rdma/fi_rma.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -32,7 +35,14 @@ namespace dat2::ofi {
 
 inline constexpr std::uint32_t kApiVersion = FI_VERSION(1, 11);
 
-// -FI_E* / errno -> DAT, in one place.
+// Remote CQ data of the message that ends a write with immediate data
+// (ofi_ext.cpp): bit 63 set (a send with invalidate carries a 32-bit
+// rmr_context, bit 63 clear), the written length in bits 32..62, the
+// immediate data below.
+inline constexpr std::uint64_t kImmedTag = 1ull << 63;
+inline constexpr std::uint64_t kMaxImmedLength = 0x7fffffff;
+
+// -FI_E* as DAT: kit::errno_to_dat (the same numbers) and libfabric's own.
 DAT_RETURN to_dat(int fi_err, DAT_RETURN fallback);
 DAT_DTO_COMPLETION_STATUS to_dto_status(int fi_err);
 const char *fi_text(int fi_err);
@@ -51,8 +61,6 @@ bool parse_params(const std::string &text, Params &out, std::string &error);
 // and keepalive); false when the endpoint has no TCP socket of its own.
 bool bound_link_timeout(fid_ep *ep, unsigned ms);
 
-// Private data framing (CmHeader, frame_cm_data, unframe_cm_data): ofi_cm_data.hpp.
-
 // The kit's resolved segments as libfabric's iovec and descriptor arrays;
 // returns their total length.
 inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, void **desc) {
@@ -69,85 +77,138 @@ inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, voi
 struct OfiEp;
 struct OfiPsp;
 
+// The libfabric domain of a protection zone (ofi_mr.cpp). A domain is the
+// scope of libfabric's memory keys: the target's endpoint looks a key up in
+// its own domain only, so an RDMA access with the key of a region in another
+// PZ finds nothing and fails, as on an InfiniBand device whose protection
+// domains differ.
+struct OfiDomain {
+    fid_domain *domain = nullptr;
+    fid_cq *null_cq = nullptr; // bound where an EP has no EVD for a direction
+    int users = 0;             // LMRs, EPs, RMRs and SRQs of its PZ
+    int cq_parts = 0;          // completion queues of EVDs opened in it
+    bool ia_own = false;       // the IA's first domain, closed with the IA
+};
+
+// The completion queues behind a DTO EVD: one in each domain its EPs are in
+// (a queue serves endpoints of its own domain only). Nearly always one.
+struct OfiCq {
+    static constexpr int kMaxParts = 8;
+    struct Part {
+        OfiDomain *dom;
+        fid_cq *cq;
+    };
+    Part parts[kMaxParts];
+    std::atomic<int> count{0}; // parts written before the count is (release)
+    int wait_fd = -1;          // with two parts or more: an epoll set of their wait fds
+};
+
 class OfiTransport final : public kit::Transport {
 public:
     OfiTransport(kit::Ia &ia, const Params &params);
     ~OfiTransport() override;
-    DAT_RETURN open(); // everything that can fail
 
+    DAT_RETURN open(kit::Capabilities &caps) override;
     void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    void facts(kit::TransportFacts &out) const override;
     const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
 
-    DAT_RETURN cq_open(kit::Evd &evd) override;
+    DAT_RETURN cq_open(kit::Evd &evd, void *&cq) override;
     void cq_close(kit::Evd &evd) override;
     int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
     int cq_fd(kit::Evd &evd) override;
     bool cq_arm(kit::Evd &evd) override;
 
-    DAT_RETURN mr_register(kit::Lmr &lmr) override;
+    DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;
     void mr_deregister(kit::Lmr &lmr) override;
-    DAT_RETURN rmr_open(kit::Rmr &rmr) override;
+    DAT_RETURN rmr_open(kit::Rmr &rmr, void *&tp) override;
     void rmr_close(kit::Rmr &rmr) override;
     DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
-                        DAT_MEM_PRIV_FLAGS privileges) override;
+                        DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) override;
     DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
 
-    DAT_RETURN ep_open(kit::Ep &ep) override;
+    DAT_RETURN ep_open(kit::Ep &ep, void *&tp) override;
     void ep_close(kit::Ep &ep) override;
+    void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
     DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                        std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
-    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) override;
+    DAT_RETURN ep_break(kit::Ep &ep) override;
+    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, void *&tp) override;
     void psp_close(kit::Psp &psp) override;
     DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
     void cr_release(kit::Cr &cr) override;
+
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
-    bool send_with_invalidate() const override;
-    kit::ExtCaps ext_caps() const override { return ext_caps_; }
     DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
                         DAT_COMPLETION_FLAGS flags) override;
-    DAT_RETURN srq_open(kit::Srq &srq) override;
+
+    DAT_RETURN srq_open(kit::Srq &srq, void *&tp) override;
     void srq_close(kit::Srq &srq) override;
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
-    DAT_RETURN ep_break(kit::Ep &ep) override;
 
 private:
-    struct Request; // a connection request awaiting accept/reject
-
-    // Registers [addr, addr + len) with `access`; the key becomes *key (it
-    // must fit a 32-bit rmr_context).
-    DAT_RETURN register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
-                              DAT_RMR_CONTEXT *key);
-    void cm_loop();
+    // ---- connections (ofi_cm.cpp); the event queue's handler runs on the loop
+    void read_event_queue();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);
     void handle_cm_error();
     // A request for qualifier `asked`, which shares the port of `opsp`'s
-    // qualifier, is refused as if nobody listened; frees `info`. cm_mu_ held.
+    // qualifier, is refused as if nobody listened; frees `info`. mu_ held.
     void refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked);
-    void check_deadlines();
-    // Creates, binds and enables the libfabric endpoint of `ep`; cm_mu_ held.
-    DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info);
-    void close_endpoint(OfiEp &oep); // cm_mu_ held
+    void break_connection(std::uint64_t id); // ep_break, on the loop
+    void disconnect_expired(std::uint64_t id);
+
+    // ---- endpoints (ofi_ep.cpp), mu_ held
+    // Creates, binds and enables the libfabric endpoint of `oep` in the
+    // domain of its EP's PZ; `grown` as cq_part().
+    DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info, bool &grown);
+    void close_endpoint(OfiEp &oep);
     OfiEp *ep_by_fid(const fid *f);
-    fid_cq *cq_of(kit::Evd *evd);
+
+    // ---- completion queues and progress (ofi_cq.cpp)
     // Completions of one libfabric queue; `taker` (an EP with an SRQ, whose
-    // own queue this is) becomes op.ep of each.
+    // own queue this is) becomes Completion::ep of each.
     int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
-    int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
     // Turns one libfabric completion (`status` from its error entry, if any)
     // into the kit's; false when it reports nothing yet (one part of a write
     // with immediate data).
     bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
                    DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out);
 
-    // Extended DTOs (dat_ib_extensions.h), found in open(): atomics where
-    // the domain has them (fi_query_atomic), write with immediate data where
-    // remote CQ data holds 64 bits and a send is ordered after a write.
-    kit::ExtCaps ext_caps_;
-    void find_ext_caps(); // sets ext_caps_ and the slot pool; domain_ open
+    // ---- memory and protection zones (ofi_mr.cpp)
+    // Registers [addr, addr + len) in `dom` with `access`; the key becomes
+    // *key (it must fit a 32-bit rmr_context).
+    DAT_RETURN register_range(OfiDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
+                              DAT_RMR_CONTEXT *key);
+    // The domain of `pz` (made for its first user), counted; nullptr (logged)
+    // when libfabric makes none. An object without a PZ uses the IA's.
+    OfiDomain *domain_acquire(const kit::Pz *pz);
+    void domain_release(OfiDomain *dom);
+    std::mutex dom_mu_; // the map and the counts
+    std::unordered_map<const kit::Pz *, OfiDomain *> pz_domains_;
+    OfiDomain base_;          // domain_: taken by the first PZ, and the first part of every EVD's queues
+    bool base_taken_ = false; // by a PZ
+    void domain_close_if_unused(OfiDomain *dom); // dom_mu_ held
+    // The queue of `evd` in `dom` (made when missing), or dom's null queue
+    // without an EVD; mu_ held. `grown`: a queue was added (the EVD's
+    // waiters must look again once mu_ is released).
+    fid_cq *cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown);
+    fid_cq *open_cq(OfiDomain &dom, std::size_t size);
+
+    // ---- shared receive queues (ofi_srq.cpp)
+    int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
+    void close_srq_queue(OfiEp &oep); // the EP is closed: drops what its queue holds
+    // The largest shared receive context the domain makes (0: none usable).
+    DAT_COUNT probe_srq_size();
+
+    // ---- extended DTOs (ofi_ext.cpp): atomics where the domain has them
+    // (fi_query_atomic), write with immediate data where remote CQ data
+    // holds 64 bits and a send is ordered after a write.
+    kit::ExtCaps find_ext_caps(); // and the slot pool; domain_ open
     DAT_RETURN post_write_immed(OfiEp &oep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                 const DAT_RMR_TRIPLET &remote);
     DAT_RETURN post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment &result, const DAT_RMR_TRIPLET &remote);
@@ -173,82 +234,83 @@ private:
     ImmedSlot *immed_free_ = nullptr;
     ImmedSlot *immed_slot_of(void *context) const;
     // One part of `slot` completed with `status`: the DTO record once both
-    // have (the slot goes back to the pool), else nullptr.
-    // `status` becomes the DTO's (the first error of either part).
+    // have (the slot goes back to the pool), else nullptr. `status` becomes
+    // the DTO's (the first error of either part).
     kit::Op *immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATUS &status);
-    void close_srq_queue(OfiEp &oep); // the EP is closed: drops what its queue holds
 
-    kit::Ia &ia_;
     Params params_;
     fi_info *info_ = nullptr;
     fid_fabric *fabric_ = nullptr;
     fid_domain *domain_ = nullptr;
     fid_eq *eq_ = nullptr;
-    fid_cq *null_cq_ = nullptr; // bound where an EP has no EVD for a direction
-    int eq_fd_ = -1;
-    int wake_fd_ = -1; // eventfd: wakes the CM thread (new deadline, or stop)
-    int poll_fd_ = -1; // epoll set of the CM thread: eq_fd_, wake_fd_ and the queues' wait fds
-    std::atomic<bool> stopping_{false};
+    kit::EventLoop::Watch *eq_watch_ = nullptr;
     sockaddr_storage addr_{};
+    DAT_COUNT max_srq_recvs_ = 0;
 
-    std::thread cm_thread_;
-    // Recursive: the kit callbacks the CM thread makes under it (a connection
-    // request creating a provider Endpoint, refusing a request) call back in.
-    std::recursive_mutex cm_mu_;
-    // libfabric contexts are ids, not pointers: an event for an endpoint that
-    // was closed meanwhile finds nothing instead of freed memory.
+    // Everything below: the endpoints, service points and completion queues
+    // the loop's handlers look up, and the progress state.
+    std::mutex mu_;
+    // Events name the endpoint's fid; an event that outlives its endpoint
+    // (closed while the event was queued) finds nothing: lookups compare
+    // the pointer, never read the fid.
+    std::unordered_map<const fid *, OfiEp *> eps_by_fid_;
+    std::unordered_map<std::uint64_t, OfiEp *> eps_by_id_; // posted work names an EP by id
     std::uint64_t next_id_ = 1;
-    std::map<std::uint64_t, OfiEp *> eps_;
-    std::map<std::uint64_t, OfiPsp *> psps_;
-    // Every completion queue of the IA: the CM thread drives their progress
-    // while the consumer is not polling (tcp moves data only when asked, and
-    // an RDMA write must land while the target just watches its memory), and
-    // wakes the EVD when completions are queued. Their wait fds are in
-    // poll_fd_, so that a round of the thread costs what is ready, pending or
-    // connected, never the number of queues (dat_ia_query's max_evds of
-    // them can exist). dat_evd_wait also sleeps on a queue's fd; the thread
-    // wakes the EVD whenever it may have consumed the fd's signal.
+    std::unordered_map<const fid *, OfiPsp *> psps_;
+
+    // ---- progress (ofi_cq.cpp). Every completion queue of the IA: the loop
+    // drives their progress while the consumer is not polling (tcp moves data
+    // only when asked, and an RDMA write must land while the target just
+    // watches its memory), and wakes the EVD when completions are queued.
+    // Their wait fds are watched on the loop, so that a round costs what is
+    // ready or pending, never the number of queues or endpoints.
     //
     // A queue whose consumer keeps polling it (dat_evd_dequeue, Evd::dequeues
     // moves, nobody inside dat_evd_wait) needs none of this: its polls drive
-    // libfabric's progress and find the completions. Waking for it anyway
-    // put this thread in the poller's way at every message (a busy-polled
-    // tcp ping-pong: mean one-way latency 13.3 us against a median of 5.8).
-    // Such a queue rests: out of poll_fd_, neither kicked nor woken for,
-    // until a look at the tick finds its consumer gone quiet.
+    // libfabric's progress and find the completions, and the loop waking at
+    // every message would take a CPU from the poller. Such a queue rests: its
+    // fd unwatched, neither kicked nor woken for, until a look at the tick
+    // finds its consumer gone quiet.
     struct WatchedCq {
         kit::Evd *evd;
-        int fd;                          // its wait fd in poll_fd_, or -1: none, always pending
-        bool pending = false;            // in pending_: may hold completions nobody was woken for
-        std::uint64_t kicked = 0;        // the round whose progress it last had
-        bool resting = false;            // in resting_, its fd out of poll_fd_
-        std::uint32_t seen_dequeues = 0; // evd->dequeues when the thread last looked
+        int fd;                          // its wait fd, or -1: none, always pending
+        kit::EventLoop::Watch *watch = nullptr;
+        bool pending = false;            // in pending_: driven until its fd can be trusted
+        std::chrono::steady_clock::time_point due{}; // pending: when it is driven next
+        std::chrono::milliseconds backoff{0};
+        bool resting = false;            // in resting_, its fd unwatched
+        std::uint32_t seen_dequeues = 0; // evd->dequeues when the loop last looked
     };
-    // Keyed by queue: the key is what poll_fd_ reports, and a queue closed
-    // meanwhile is simply not found.
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
-    std::vector<fid_cq *> pending_; // the thread looks at these every round
-    std::vector<fid_cq *> resting_; // and at these every tick
-    std::uint64_t round_ = 0;
+    std::vector<fid_cq *> pending_; // looked at every round
+    std::vector<fid_cq *> resting_; // and at every tick while there are any
     std::chrono::steady_clock::time_point next_tick_{};
-    // cm_mu_ held. Whether the consumer dequeued from w's EVD since the
-    // thread last looked, without waiting in dat_evd_wait (whose sleep needs
-    // the thread's progress: tcp's fd does not tell when a socket drains).
+    // The loop's idle hook: one round of progress; returns how long the
+    // loop may sleep.
+    int progress_round();
+    // A queue's wait fd is readable (its watch handler).
+    void cq_ready(fid_cq *cq);
+    // mu_ held. Whether the consumer dequeued from w's EVD since the loop
+    // last looked, without waiting in dat_evd_wait (whose sleep needs the
+    // loop's progress when the loop consumed the fd's signal).
     static bool consumer_polls(WatchedCq &w);
-    void rest(fid_cq *cq, WatchedCq &w);        // out of poll_fd_, into resting_
-    void stop_resting(fid_cq *cq, WatchedCq &w); // back into poll_fd_; the caller kicks it
+    void rest(fid_cq *cq, WatchedCq &w);         // unwatched, into resting_
+    void stop_resting(fid_cq *cq, WatchedCq &w); // watched again; the caller kicks it
     // Starts watching `cq` for `evd`, or makes an existing one's completions
-    // wake `evd`; cm_mu_ not held.
+    // wake `evd`; mu_ not held (held: the _locked form).
     DAT_RETURN watch_cq(fid_cq *cq, kit::Evd *evd);
-    void unwatch_cq(fid_cq *cq); // cm_mu_ not held; before fi_close
-    // Drives progress on `cq` once this round and makes it pending (cm_mu_
-    // held); its record, if watched.
+    DAT_RETURN watch_cq_locked(fid_cq *cq, kit::Evd *evd);
+    void unwatch_cq(fid_cq *cq); // mu_ not held; before fi_close
+    // Runs the provider's progress on `cq` once; whether completions are queued.
+    static bool drive(fid_cq *cq);
+    // drive() and makes it pending, looked at in the next round (mu_ held);
+    // its record, if watched.
     WatchedCq *kick_progress(fid_cq *cq);
 
     // An EP that takes its receives from an SRQ (libfabric shared receive
     // context) binds FI_RECV to a queue of its own: libfabric's completions
     // do not say which endpoint took a buffer, the queue does. cq_read of
-    // the EP's recv EVD reads these queues too; the CM thread watches them.
+    // the EP's recv EVD reads these queues too; the loop watches them.
     struct SrqQueue {
         fid_cq *cq;
         kit::Ep *ep;
@@ -264,28 +326,35 @@ struct OfiEp {
     kit::Ep *owner = nullptr;
     std::uint64_t id = 0;
     fid_ep *ep = nullptr;
-    // Receives posted before there is a libfabric endpoint.
-    struct PendingRecv {
-        kit::Op *op;
-        std::vector<iovec> iov;
-        std::vector<void *> desc;
-    };
-    std::vector<PendingRecv> pending;
-    std::mutex pending_mu;
-    kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
+    OfiDomain *dom = nullptr;   // of `pz`, counted
+    const kit::Pz *pz = nullptr; // the EP's PZ when `dom` was taken (dat_ep_modify may change it)
     bool shutdown_sent = false;
-    fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue)
-    // The queues `ep` is bound to: the CM thread drives them while it is connected.
+    // A graceful disconnect that libfabric does not confirm ends this long
+    // after the shutdown was sent.
+    kit::EventLoop::Timer *disconnect_timer = nullptr;
+    fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue), in `dom`
+    // The queues `ep` is bound to: the loop drives them while it is connected.
     fid_cq *send_cq = nullptr;
     fid_cq *recv_cq = nullptr;
-    std::atomic<bool> break_requested{false}; // ep_break: the CM thread breaks the connection
 };
 
 struct OfiPsp {
     kit::Psp *owner = nullptr;
-    std::uint64_t id = 0;
     fid_pep *pep = nullptr;
     DAT_CONN_QUAL conn_qual = 0; // requests naming another one are refused (refuse_other_qual)
+};
+
+// An RMR: a registration of its own of the bound range, in its PZ's
+// domain (ofi_mr.cpp).
+struct OfiRmr {
+    OfiDomain *dom = nullptr;
+    fid_mr *mr = nullptr;
+};
+
+// An SRQ: a shared receive context of its PZ's domain (ofi_srq.cpp).
+struct OfiSrq {
+    OfiDomain *dom = nullptr;
+    fid_ep *srx = nullptr;
 };
 
 } // namespace dat2::ofi

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Completion queues behind DTO EVDs, and memory registration.
+// Completion queues behind DTO EVDs, what their completions mean to the
+// kit, and the provider's progress, driven on the IA's event loop.
 #include "ofi.hpp"
 
 #include "log.hpp"
@@ -8,48 +9,240 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <memory>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 namespace dat2::ofi {
 
 namespace {
-fid_cq *cq_ptr(kit::Evd &evd) { return static_cast<fid_cq *>(evd.cq); }
+OfiCq &cq_ref(kit::Evd &evd) { return *static_cast<OfiCq *>(evd.cq); }
 } // namespace
 
-fid_cq *OfiTransport::cq_of(kit::Evd *evd) { return evd && evd->cq ? cq_ptr(*evd) : null_cq_; }
-
-DAT_RETURN OfiTransport::cq_open(kit::Evd &evd) {
+fid_cq *OfiTransport::open_cq(OfiDomain &dom, std::size_t size) {
     fi_cq_attr attr{};
-    // The EVD's FIFO holds qlen events; the queue behind it must hold every
-    // completion the EPs feeding it can have outstanding.
-    attr.size = std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024);
+    attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a send with invalidate
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
-    int rc = fi_cq_open(domain_, &attr, &cq, nullptr);
-    if (rc) {
-        DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", ia_.name.c_str(), attr.size, fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD));
+    if (int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr)) {
+        DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
+        return nullptr;
     }
+    return cq;
+}
+
+namespace {
+// The EVD's FIFO holds qlen events; a queue behind it must hold every
+// completion the EPs feeding it can have outstanding.
+std::size_t cq_size(const kit::Evd &evd) { return std::max<std::size_t>(static_cast<std::size_t>(evd.qlen) * 2, 1024); }
+} // namespace
+
+// The first queue is in the IA's own domain, which the first PZ takes: an
+// IA with one PZ has one queue per EVD.
+DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
+    auto c = std::make_unique<OfiCq>();
+    fid_cq *cq = open_cq(base_, cq_size(evd));
+    if (!cq)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     if (DAT_RETURN r = watch_cq(cq, &evd)) {
         fi_close(&cq->fid);
         return r;
     }
-    evd.cq = cq;
+    c->parts[0] = {&base_, cq};
+    c->count.store(1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++base_.cq_parts;
+    }
+    out = c.release();
     return DAT_SUCCESS;
 }
 
-void OfiTransport::cq_close(kit::Evd &evd) {
-    if (evd.cq) {
-        unwatch_cq(cq_ptr(evd));
-        fi_close(&cq_ptr(evd)->fid);
+fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
+    if (!evd || !evd->cq) {
+        if (!dom.null_cq) {
+            fi_cq_attr attr{};
+            attr.size = 16;
+            attr.format = FI_CQ_FORMAT_MSG;
+            attr.wait_obj = FI_WAIT_NONE;
+            if (int rc = fi_cq_open(dom.domain, &attr, &dom.null_cq, nullptr)) {
+                DAT2_ERR("%s: fi_cq_open: %s\n", name(), fi_text(rc));
+                return nullptr;
+            }
+        }
+        return dom.null_cq;
     }
-    evd.cq = nullptr;
+    OfiCq &c = cq_ref(*evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i)
+        if (c.parts[i].dom == &dom)
+            return c.parts[i].cq;
+    if (n == OfiCq::kMaxParts) {
+        DAT2_ERR("%s: EVD %p serves EPs of %d protection zones already, the most it can\n", name(), (void *)evd, n);
+        return nullptr;
+    }
+    fid_cq *cq = open_cq(dom, cq_size(*evd));
+    if (!cq)
+        return nullptr;
+    // dat_evd_wait waits on one fd: with two queues, an epoll set of both.
+    int fds[OfiCq::kMaxParts + 1];
+    int nfds = 0;
+    for (int i = 0; i <= n; ++i) {
+        fid_cq *q = i < n ? c.parts[i].cq : cq;
+        if (fi_control(&q->fid, FI_GETWAIT, &fds[nfds]) == 0)
+            ++nfds;
+    }
+    if (c.wait_fd < 0) {
+        c.wait_fd = ::epoll_create1(EPOLL_CLOEXEC);
+        for (int i = 0; c.wait_fd >= 0 && i < nfds - 1; ++i) {
+            epoll_event ev{};
+            ev.events = EPOLLIN;
+            ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[i], &ev);
+        }
+    }
+    if (c.wait_fd >= 0 && nfds > n) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[nfds - 1], &ev);
+    }
+    if (watch_cq_locked(cq, evd) != DAT_SUCCESS) {
+        fi_close(&cq->fid);
+        return nullptr;
+    }
+    c.parts[n] = {&dom, cq};
+    c.count.store(n + 1, std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        ++dom.cq_parts;
+    }
+    grown = true;
+    return cq;
 }
 
+void OfiTransport::cq_close(kit::Evd &evd) {
+    auto *c = static_cast<OfiCq *>(evd.cq);
+    if (!c)
+        return;
+    const int n = c->count.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+        unwatch_cq(c->parts[i].cq);
+        fi_close(&c->parts[i].cq->fid);
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        --c->parts[i].dom->cq_parts;
+        domain_close_if_unused(c->parts[i].dom);
+    }
+    if (c->wait_fd >= 0)
+        ::close(c->wait_fd);
+    delete c;
+}
+
+int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
+    OfiCq &c = cq_ref(evd);
+    int n = read_queue(c.parts[0].cq, nullptr, out, max);
+    const int parts = c.count.load(std::memory_order_acquire);
+    for (int i = 1; i < parts && n < max; ++i)
+        n += read_queue(c.parts[i].cq, nullptr, out + n, max - n);
+    if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
+        n += read_srq_queues(evd, out + n, max - n);
+    return n;
+}
+
+int OfiTransport::read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max) {
+    fi_cq_data_entry entries[32];
+    max = std::min(max, 32);
+    ssize_t n = fi_cq_read(cq, entries, static_cast<std::size_t>(max));
+    if (n > 0) {
+        // The first part of a write with immediate data reports nothing.
+        int k = 0;
+        for (ssize_t i = 0; i < n; ++i)
+            if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data, DAT_DTO_SUCCESS,
+                          taker, out[k]))
+                ++k;
+        return k;
+    }
+    if (n == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        if (fi_cq_readerr(cq, &err, 0) != 1)
+            return 0;
+        const DAT_DTO_COMPLETION_STATUS status = to_dto_status(err.err);
+        if (status != DAT_DTO_ERR_FLUSHED)
+            DAT2_LOG(log::kGeneric, "%s: DTO failed: %s\n", name(), fi_text(err.err));
+        return translate(err.op_context, 0, err.len, 0, status, taker, out[0]) ? 1 : 0;
+    }
+    if (n != -FI_EAGAIN)
+        DAT2_ERR("%s: fi_cq_read: %s\n", name(), fi_text(static_cast<int>(n)));
+    return 0;
+}
+
+bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                             DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out) {
+    out.status = status;
+    out.invalidate = false;
+    out.rmr_context = 0;
+    out.immed = kit::Completion::Immed::kNone;
+    out.immed_data = 0;
+    out.ep = taker;
+    if (ImmedSlot *slot = immed_slot_of(context)) {
+        kit::Op *op = immed_part_done(*slot, out.status);
+        if (!op)
+            return false;
+        out.op = op;
+        out.length = op->length;
+        return true;
+    }
+    out.op = static_cast<kit::Op *>(context);
+    if (!out.op)
+        return false;
+    out.length = static_cast<std::uint32_t>(len);
+    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA)) {
+        if (data & kImmedTag) {
+            // The end of a peer's write with immediate data (post_write_immed).
+            out.immed = kit::Completion::Immed::kRdmaWrite;
+            out.immed_data = static_cast<std::uint32_t>(data);
+            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
+        } else {
+            // A send with invalidate (post()).
+            out.invalidate = true;
+            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
+        }
+    }
+    return true;
+}
+
+// dat_evd_wait sleeps on the queue's own wait fd (libfabric tcp puts the
+// sockets of the queue's endpoints in it), so the kernel wakes the consumer
+// directly; with several queues, on an epoll set of theirs. The loop may
+// still run progress on a queue and, doing so, clear the fd's signal after a
+// completion arrived; it then finds the queue not empty (fi_trywait fails)
+// and wakes the EVD itself.
+int OfiTransport::cq_fd(kit::Evd &evd) {
+    OfiCq &c = cq_ref(evd);
+    if (c.count.load(std::memory_order_acquire) > 1)
+        return c.wait_fd;
+    int fd = -1;
+    if (fi_control(&c.parts[0].cq->fid, FI_GETWAIT, &fd) != 0)
+        return -1; // the loop wakes the EVD instead
+    return fd;
+}
+
+bool OfiTransport::cq_arm(kit::Evd &evd) {
+    OfiCq &c = cq_ref(evd);
+    const int n = c.count.load(std::memory_order_acquire);
+    fid *f[OfiCq::kMaxParts];
+    for (int i = 0; i < n; ++i)
+        f[i] = &c.parts[i].cq->fid;
+    return fi_trywait(fabric_, f, n) == FI_SUCCESS;
+}
+
+// ---- progress -------------------------------------------------------------------
+
 DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
-    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
+    return watch_cq_locked(cq, evd);
+}
+
+DAT_RETURN OfiTransport::watch_cq_locked(fid_cq *cq, kit::Evd *evd) {
     auto found = cqs_.find(cq);
     if (found != cqs_.end()) {
         found->second.evd = evd;
@@ -60,51 +253,51 @@ DAT_RETURN OfiTransport::watch_cq(fid_cq *cq, kit::Evd *evd) {
         fd = -1;
     WatchedCq *record;
     try {
-        // pending_ never grows in the CM thread, where an allocation that
-        // fails has no caller to report to.
+        // pending_ never grows on the loop, where an allocation that fails
+        // has no caller to report to.
         if (pending_.capacity() < cqs_.size() + 1) {
             pending_.reserve(2 * (cqs_.size() + 1));
             resting_.reserve(2 * (cqs_.size() + 1));
         }
         record = &cqs_.emplace(cq, WatchedCq{evd, fd}).first->second;
     } catch (const std::bad_alloc &) {
-        DAT2_ERR("%s: no memory to watch a completion queue\n", ia_.name.c_str());
+        DAT2_ERR("%s: no memory to watch a completion queue\n", name());
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
     if (fd >= 0) {
-        // A new queue is empty and its fd unsignaled: it can join the set
-        // without a fi_trywait, and the thread need not be woken for it.
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.ptr = cq;
-        if (::epoll_ctl(poll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-            const int err = errno;
-            DAT2_ERR("%s: watching a completion queue (fd %d): epoll_ctl: %s\n", ia_.name.c_str(), fd,
-                     std::strerror(err));
+        // A new queue is empty and its fd unsignaled: it is watched without
+        // a fi_trywait.
+        record->watch = loop().watch(fd, EPOLLIN, [this, cq](std::uint32_t) { cq_ready(cq); });
+        if (!record->watch) {
             cqs_.erase(cq);
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
         }
     } else {
-        // No fd to wait on: the thread looks at the queue every round.
+        // No fd to wait on: the loop looks at the queue every round.
         record->pending = true;
         pending_.push_back(cq);
-        kit::signal_fd(wake_fd_);
+        loop().post([] {}); // a round now
     }
     return DAT_SUCCESS;
 }
 
 void OfiTransport::unwatch_cq(fid_cq *cq) {
-    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-    auto found = cqs_.find(cq);
-    if (found == cqs_.end())
-        return;
-    if (found->second.fd >= 0 && !found->second.resting)
-        ::epoll_ctl(poll_fd_, EPOLL_CTL_DEL, found->second.fd, nullptr);
-    if (found->second.pending)
-        pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
-    if (found->second.resting)
-        resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
-    cqs_.erase(found);
+    kit::EventLoop::Watch *watch;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto found = cqs_.find(cq);
+        if (found == cqs_.end())
+            return;
+        watch = found->second.watch;
+        if (found->second.pending)
+            pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
+        if (found->second.resting)
+            resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
+        cqs_.erase(found);
+    }
+    // Without mu_: the handler it may be waiting for takes mu_.
+    loop().unwatch(watch);
+    loop().sync(); // a round that may wake its EVD has ended
 }
 
 bool OfiTransport::consumer_polls(WatchedCq &w) {
@@ -117,8 +310,8 @@ bool OfiTransport::consumer_polls(WatchedCq &w) {
 void OfiTransport::rest(fid_cq *cq, WatchedCq &w) {
     if (w.resting)
         return;
-    if (w.fd >= 0)
-        ::epoll_ctl(poll_fd_, EPOLL_CTL_DEL, w.fd, nullptr);
+    loop().unwatch(w.watch);
+    w.watch = nullptr;
     if (w.pending) {
         w.pending = false;
         pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
@@ -133,166 +326,130 @@ void OfiTransport::stop_resting(fid_cq *cq, WatchedCq &w) {
     w.resting = false;
     resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
     if (w.fd >= 0) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ev.data.ptr = cq;
-        if (::epoll_ctl(poll_fd_, EPOLL_CTL_ADD, w.fd, &ev) != 0) {
-            // It was in the set before: only the memory for the entry can
-            // lack. Looked at every round instead (pending, never leaves).
-            const int err = errno;
-            DAT2_ERR("%s: watching a completion queue again (fd %d): epoll_ctl: %s\n", ia_.name.c_str(), w.fd,
-                     std::strerror(err));
-            w.fd = -1;
+        w.watch = loop().watch(w.fd, EPOLLIN, [this, cq](std::uint32_t) { cq_ready(cq); });
+        if (!w.watch)
+            w.fd = -1; // looked at every round instead (pending, never leaves)
+    }
+}
+
+bool OfiTransport::drive(fid_cq *cq) {
+    // A zero-entry read runs the provider's progress without taking any
+    // completion away from the consumer; 0 means completions are queued.
+    fi_cq_msg_entry none;
+    return fi_cq_read(cq, &none, 0) == 0;
+}
+
+OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
+    auto found = cqs_.find(cq);
+    if (found == cqs_.end())
+        return nullptr;
+    WatchedCq &w = found->second;
+    drive(cq);
+    // Progress may have queued completions and consumed the fd's signal that
+    // announced them (tcp resets it as it goes): the next round looks at
+    // once, and until fi_trywait trusts the fd again.
+    w.due = {};
+    w.backoff = std::chrono::milliseconds(0);
+    if (!w.pending) {
+        w.pending = true;
+        pending_.push_back(cq); // capacity reserved by watch_cq
+    }
+    return &w;
+}
+
+void OfiTransport::cq_ready(fid_cq *cq) {
+    kit::Evd *wake = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto found = cqs_.find(cq);
+        if (found == cqs_.end())
+            return;
+        if (consumer_polls(found->second))
+            rest(cq, found->second); // the consumer's next poll finds it
+        else if (WatchedCq *w = kick_progress(cq))
+            wake = w->evd;
+    }
+    if (wake)
+        kit::evd_wake(*wake); // unwatch_cq waits for this handler
+}
+
+// Progress is driven by events: a queue's wait fd (its endpoints' sockets,
+// and POLLOUT for data still to send once fi_trywait has asked for it)
+// wakes the loop, which drives that queue until fi_trywait says its fd can
+// be trusted again. An idle process sleeps, whatever number of endpoints it
+// has. A queue whose fd cannot be trusted yet because its consumer leaves
+// completions unread is driven again at growing intervals (up to
+// kMaxBackoff): data may still be waiting to be sent there.
+int OfiTransport::progress_round() {
+    using std::chrono::milliseconds;
+    constexpr milliseconds kMaxBackoff(64);
+    std::vector<kit::Evd *> wake; // woken once mu_ is released
+    int timeout_ms = -1;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto now = std::chrono::steady_clock::now();
+        // While a consumer busy-polls (a queue rests), look once a
+        // millisecond whether it has stopped: an RDMA write may be landing
+        // while it only watches memory.
+        if (!resting_.empty()) {
+            if (now >= next_tick_) {
+                next_tick_ = now + milliseconds(1);
+                for (std::size_t i = 0; i < resting_.size();) {
+                    fid_cq *cq = resting_[i];
+                    WatchedCq &w = cqs_.find(cq)->second;
+                    if (consumer_polls(w)) {
+                        ++i;
+                        continue;
+                    }
+                    stop_resting(cq, w); // takes it out of resting_
+                    kick_progress(cq);
+                    wake.push_back(w.evd);
+                }
+            }
+            timeout_ms = 1;
+        }
+        for (std::size_t i = 0; i < pending_.size();) {
+            fid_cq *cq = pending_[i];
+            auto found = cqs_.find(cq);
+            if (found == cqs_.end()) {
+                pending_[i] = pending_.back();
+                pending_.pop_back();
+                continue;
+            }
+            WatchedCq &w = found->second;
+            if (w.due > now) {
+                const auto left = std::chrono::duration_cast<milliseconds>(w.due - now).count() + 1;
+                timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(left));
+                ++i;
+                continue;
+            }
+            const bool queued = w.backoff.count() ? drive(cq) : true; // kicked just now: look
+            fid *f = &cq->fid;
+            if (w.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+                w.pending = false;
+                pending_[i] = pending_.back();
+                pending_.pop_back();
+                continue;
+            }
+            // Completions may be queued, and fi_trywait cleared the fd's
+            // signal that a consumer in dat_evd_wait may sleep on: wake it.
+            if (queued)
+                wake.push_back(w.evd);
+            w.backoff = std::min(kMaxBackoff, std::max(milliseconds(1), w.backoff * 2));
+            w.due = now + w.backoff;
+            timeout_ms = kit::min_poll_ms(timeout_ms, static_cast<int>(w.backoff.count()));
+            ++i;
         }
     }
-}
-
-int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
-    int n = read_queue(cq_ptr(evd), nullptr, out, max);
-    if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
-        n += read_srq_queues(evd, out + n, max - n);
-    return n;
-}
-
-int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {
-    std::lock_guard<std::mutex> lock(srq_queues_mu_);
-    const std::size_t count = srq_queues_.size();
-    const std::size_t first = count ? srq_next_++ % count : 0;
-    int n = 0;
-    for (std::size_t i = 0; i < count && n < max; ++i) {
-        SrqQueue &q = srq_queues_[(first + i) % count];
-        if (q.evd == &evd)
-            n += read_queue(q.cq, q.ep, out + n, max - n);
+    for (kit::Evd *evd : wake)
+        kit::evd_wake(*evd);
+    // The event queue's fd is to be trusted only once fi_trywait said so.
+    fid *eq = &eq_->fid;
+    if (fi_trywait(fabric_, &eq, 1) != FI_SUCCESS) {
+        read_event_queue();
+        return 0;
     }
-    return n;
-}
-
-int OfiTransport::read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max) {
-    fi_cq_data_entry entries[32];
-    max = std::min(max, 32);
-    ssize_t n = fi_cq_read(cq, entries, static_cast<std::size_t>(max));
-    if (n > 0) {
-        // Remote CQ data: a send with invalidate or the end of a write with
-        // immediate data (translate()); the first part of a write with
-        // immediate data reports nothing.
-        int k = 0;
-        for (ssize_t i = 0; i < n; ++i)
-            if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data, DAT_DTO_SUCCESS,
-                          taker, out[k]))
-                ++k;
-        return k;
-    }
-    if (n == -FI_EAVAIL) {
-        fi_cq_err_entry err{};
-        if (fi_cq_readerr(cq, &err, 0) != 1)
-            return 0;
-        const DAT_DTO_COMPLETION_STATUS status = to_dto_status(err.err);
-        if (status != DAT_DTO_ERR_FLUSHED)
-            DAT2_LOG(log::kGeneric, "%s: DTO failed: %s\n", ia_.name.c_str(), fi_text(err.err));
-        return translate(err.op_context, 0, err.len, 0, status, taker, out[0]) ? 1 : 0;
-    }
-    if (n != -FI_EAGAIN)
-        DAT2_ERR("%s: fi_cq_read: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(n)));
-    return 0;
-}
-
-// dat_evd_wait sleeps on the queue's own wait fd (libfabric tcp puts the
-// sockets of the queue's endpoints in it), so the kernel wakes the consumer
-// directly. The CM thread may still run progress on the queue and, doing so,
-// clear the fd's signal after a completion arrived; it then finds the queue
-// not empty (fi_trywait fails) and wakes the EVD itself.
-int OfiTransport::cq_fd(kit::Evd &evd) {
-    int fd = -1;
-    if (fi_control(&cq_ptr(evd)->fid, FI_GETWAIT, &fd) != 0)
-        return -1; // the CM thread wakes the EVD instead
-    return fd;
-}
-
-bool OfiTransport::cq_arm(kit::Evd &evd) {
-    fid *f = &cq_ptr(evd)->fid;
-    return fi_trywait(fabric_, &f, 1) == FI_SUCCESS;
-}
-
-namespace {
-std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
-    std::uint64_t access = 0;
-    if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
-        access |= FI_REMOTE_READ;
-    if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
-        access |= FI_REMOTE_WRITE;
-    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC: a fetching atomic reads and writes.
-    if (privileges & DAT_MEM_PRIV_EXTENSION_BASE)
-        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
-    return access;
-}
-} // namespace
-
-DAT_RETURN OfiTransport::register_range(std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **out,
-                                        DAT_RMR_CONTEXT *key_out) {
-    fid_mr *mr = nullptr;
-    int rc = fi_mr_reg(domain_, reinterpret_cast<void *>(addr), len, access, 0, 0, 0, &mr, nullptr);
-    if (rc) {
-        DAT2_ERR("%s: registering %#lx+%lu: %s\n", ia_.name.c_str(), static_cast<unsigned long>(addr),
-                 static_cast<unsigned long>(len), fi_text(rc));
-        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
-    }
-    std::uint64_t key = fi_mr_key(mr);
-    if (key > 0xffffffffull) {
-        // DAT_RMR_CONTEXT is 32 bits wide.
-        DAT2_ERR("%s: libfabric key %#llx does not fit an rmr_context\n", ia_.name.c_str(),
-                 static_cast<unsigned long long>(key));
-        fi_close(&mr->fid);
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
-    }
-    *out = mr;
-    *key_out = static_cast<DAT_RMR_CONTEXT>(key);
-    return DAT_SUCCESS;
-}
-
-DAT_RETURN OfiTransport::mr_register(kit::Lmr &lmr) {
-    const std::uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | remote_access(lmr.privileges);
-    fid_mr *mr = nullptr;
-    if (DAT_RETURN r = register_range(lmr.address, lmr.length, access, &mr, &lmr.rmr_context))
-        return r;
-    lmr.mr = mr;
-    lmr.desc = fi_mr_desc(mr);
-    return DAT_SUCCESS;
-}
-
-void OfiTransport::mr_deregister(kit::Lmr &lmr) {
-    if (lmr.mr)
-        fi_close(&static_cast<fid_mr *>(lmr.mr)->fid);
-    lmr.mr = nullptr;
-    lmr.desc = nullptr;
-}
-
-// Memory windows. libfabric has none: a window is a registration of its
-// own of the bound range, under a new provider key (tcp: 1, 2, 3..., never
-// reused) and with only the window's remote access, so the key of an
-// earlier binding, or of the LMR, opens nothing more. Unbinding closes it.
-// Not emulated: a window of DAT_RMR_SCOPE_EP is usable from any connection
-// to this IA, as a PZ is not checked remotely (see README.md).
-DAT_RETURN OfiTransport::rmr_open(kit::Rmr &) { return DAT_SUCCESS; }
-
-void OfiTransport::rmr_close(kit::Rmr &rmr) { rmr_unbind(rmr, nullptr); }
-
-DAT_RETURN OfiTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &, const kit::Lmr &, std::uintptr_t addr, DAT_VLEN len,
-                                  DAT_MEM_PRIV_FLAGS privileges) {
-    fid_mr *mr = nullptr;
-    DAT_RMR_CONTEXT key = 0;
-    if (DAT_RETURN r = register_range(addr, len, remote_access(privileges), &mr, &key))
-        return r;
-    rmr_unbind(rmr, nullptr);
-    rmr.tp = mr;
-    rmr.rmr_context = key;
-    return DAT_SUCCESS;
-}
-
-DAT_RETURN OfiTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *) {
-    if (rmr.tp)
-        fi_close(&static_cast<fid_mr *>(rmr.tp)->fid);
-    rmr.tp = nullptr;
-    return DAT_SUCCESS;
+    return timeout_ms;
 }
 
 } // namespace dat2::ofi

@@ -15,12 +15,6 @@ namespace {
 
 OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
 
-// Remote CQ data of the message that ends a write with immediate data: bit
-// 63 set (a send with invalidate carries a 32-bit rmr_context, bit 63
-// clear), the written length in bits 32..62, the immediate data below.
-constexpr std::uint64_t kImmedTag = 1ull << 63;
-constexpr std::uint64_t kMaxImmedLength = 0x7fffffff;
-
 std::uint64_t immed_cq_data(std::uint64_t length, std::uint32_t immed) { return kImmedTag | length << 32 | immed; }
 
 bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
@@ -30,14 +24,15 @@ bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
 
 } // namespace
 
-void OfiTransport::find_ext_caps() {
+kit::ExtCaps OfiTransport::find_ext_caps() {
+    kit::ExtCaps caps;
     if (info_->caps & FI_ATOMIC) {
-        ext_caps_.fetch_add = atomic_supported(domain_, FI_SUM, FI_FETCH_ATOMIC);
-        ext_caps_.cmp_swap = atomic_supported(domain_, FI_CSWAP, FI_COMPARE_ATOMIC);
+        caps.fetch_add = atomic_supported(domain_, FI_SUM, FI_FETCH_ATOMIC);
+        caps.cmp_swap = atomic_supported(domain_, FI_CSWAP, FI_COMPARE_ATOMIC);
     }
-    ext_caps_.rdma_write_immed =
+    caps.rdma_write_immed =
         info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) && (info_->tx_attr->msg_order & FI_ORDER_SAW);
-    if (ext_caps_.rdma_write_immed) {
+    if (caps.rdma_write_immed) {
         immed_slots_ = std::make_unique<ImmedSlot[]>(kImmedSlots);
         for (std::size_t i = kImmedSlots; i-- > 0;) {
             immed_slots_[i].next_free = immed_free_;
@@ -45,8 +40,8 @@ void OfiTransport::find_ext_caps() {
         }
     }
     DAT2_LOG(log::kGeneric, "%s: extensions: write with immediate data %s, fetch and add %s, compare and swap %s\n",
-             ia_.name.c_str(), ext_caps_.rdma_write_immed ? "yes" : "no", ext_caps_.fetch_add ? "yes" : "no",
-             ext_caps_.cmp_swap ? "yes" : "no");
+             name(), caps.rdma_write_immed ? "yes" : "no", caps.fetch_add ? "yes" : "no", caps.cmp_swap ? "yes" : "no");
+    return caps;
 }
 
 OfiTransport::ImmedSlot *OfiTransport::immed_slot_of(void *context) const {
@@ -73,41 +68,6 @@ kit::Op *OfiTransport::immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATU
     return op;
 }
 
-bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
-                             DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out) {
-    out.status = status;
-    out.invalidate = false;
-    out.rmr_context = 0;
-    out.immed = kit::Completion::Immed::kNone;
-    out.immed_data = 0;
-    if (ImmedSlot *slot = immed_slot_of(context)) {
-        kit::Op *op = immed_part_done(*slot, out.status);
-        if (!op)
-            return false;
-        out.op = op;
-        out.length = op->length;
-        return true;
-    }
-    out.op = static_cast<kit::Op *>(context);
-    if (!out.op)
-        return false;
-    if (taker)
-        out.op->ep = taker;
-    out.length = static_cast<std::uint32_t>(len);
-    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA)) {
-        if (data & kImmedTag) {
-            // The end of a peer's write with immediate data (post_write_immed).
-            out.immed = kit::Completion::Immed::kRdmaWrite;
-            out.immed_data = static_cast<std::uint32_t>(data);
-            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
-        } else {
-            // A send with invalidate (post()).
-            out.invalidate = true;
-            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
-        }
-    }
-    return true;
-}
 
 DAT_RETURN OfiTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                   const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS) {
@@ -167,7 +127,7 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
         }
         if (rc == -FI_EAGAIN)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", ia_.name.c_str(),
+        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(),
                  fi_text(static_cast<int>(rc)));
         return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
@@ -184,7 +144,7 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", ia_.name.c_str(),
+    DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", name(),
              fi_text(static_cast<int>(rc)));
     {
         // The DTO is refused; the write's completion, when it comes, only
@@ -231,7 +191,7 @@ DAT_RETURN OfiTransport::post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment
         return DAT_SUCCESS;
     if (rc == -FI_EAGAIN)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting an atomic operation: %s\n", ia_.name.c_str(), fi_text(static_cast<int>(rc)));
+    DAT2_ERR("%s: posting an atomic operation: %s\n", name(), fi_text(static_cast<int>(rc)));
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The verbs transport: DAT over rdma-core. One IA = one RDMA device port,
 // addressed by an IP address of its netdev (as OFED's cma provider), with
-// its own device context, an rdma_cm event channel and a CM thread that
-// turns rdma_cm and device events into DAT connection events.
+// its own device context and rdma_cm event channel, whose events (and the
+// device's) the IA's event loop turns into DAT connection events.
+//
+// Files by object: verbs_ia.cpp (params, device, attributes), verbs_cm.cpp
+// (connections, service points, device events), verbs_ep.cpp (queue pairs,
+// posts), verbs_cq.cpp (completion queues), verbs_mr.cpp (protection
+// domains, LMRs, memory windows), verbs_srq.cpp.
 //
 // Queue pairs are managed by the plugin, not by librdmacm: a QP exists from
 // dat_ep_create on (receives may be posted before any connection), and
@@ -11,9 +16,8 @@
 // when the connection ends.
 #pragma once
 
+#include "transport.hpp"
 #include "verbs_cm_data.hpp"
-#include "kit.hpp"
-#include "wait.hpp"
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -23,14 +27,14 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
+#include <unordered_map>
 #include <vector>
 
 namespace dat2::verbs {
 
-// errno -> DAT and ibv_wc_status -> DAT DTO status, in one place.
-DAT_RETURN to_dat(int err, DAT_RETURN fallback);
+// ibv_wc_status -> DAT DTO status (errno: kit::errno_to_dat).
 DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status);
+inline DAT_RETURN to_dat(int err, DAT_RETURN fallback) { return kit::errno_to_dat(err, fallback); }
 
 // What dat.conf's ia_params select (see plugins/verbs/README.md).
 struct Params {
@@ -42,6 +46,19 @@ struct Params {
 bool parse_params(const std::string &text, Params &out, std::string &error);
 
 // Private data framing (CmKind, frame_cm_data, unframe_cm_data): verbs_cm_data.hpp.
+
+// The kit's resolved segments as a scatter/gather list (the LMR's lkey is
+// the segment's descriptor); returns their total length.
+inline std::uint64_t to_sges(const kit::Segment *segs, int nsegs, ibv_sge *sge) {
+    std::uint64_t total = 0;
+    for (int i = 0; i < nsegs; ++i) {
+        sge[i].addr = reinterpret_cast<std::uintptr_t>(segs[i].addr);
+        sge[i].length = static_cast<std::uint32_t>(segs[i].length);
+        sge[i].lkey = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(segs[i].desc));
+        total += segs[i].length;
+    }
+    return total;
+}
 
 // One ibv_cq of a DTO EVD.
 struct CqPart {
@@ -79,84 +96,85 @@ class VerbsTransport final : public kit::Transport {
 public:
     VerbsTransport(kit::Ia &ia, const Params &params);
     ~VerbsTransport() override;
-    DAT_RETURN open(); // everything that can fail
 
+    DAT_RETURN open(kit::Capabilities &caps) override;
     void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    void facts(kit::TransportFacts &out) const override;
     const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
 
-    DAT_RETURN cq_open(kit::Evd &evd) override;
+    DAT_RETURN cq_open(kit::Evd &evd, void *&cq) override;
     void cq_close(kit::Evd &evd) override;
     int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
     int cq_fd(kit::Evd &evd) override;
     bool cq_arm(kit::Evd &evd) override;
 
-    DAT_RETURN mr_register(kit::Lmr &lmr) override;
+    DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;
     void mr_deregister(kit::Lmr &lmr) override;
+    DAT_RETURN rmr_open(kit::Rmr &rmr, void *&tp) override;
+    void rmr_close(kit::Rmr &rmr) override;
+    DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
+                        DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) override;
+    DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
 
-    DAT_RETURN ep_open(kit::Ep &ep) override;
+    DAT_RETURN ep_open(kit::Ep &ep, void *&tp) override;
     void ep_close(kit::Ep &ep) override;
+    void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
     DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
                        std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
-    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned) override;
+    DAT_RETURN ep_break(kit::Ep &ep) override;
+    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, void *&tp) override;
     void psp_close(kit::Psp &psp) override;
     DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
     void cr_release(kit::Cr &cr) override;
+
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
-    bool send_with_invalidate() const override { return mw_supported_; }
     // dat_ib_extensions.h: write with immediate data always, the 64-bit
     // atomics where the device has them (IBV_ATOMIC_HCA or _GLOB).
-    kit::ExtCaps ext_caps() const override {
-        return {true, atomics_supported(), atomics_supported()};
-    }
     DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
                         DAT_COMPLETION_FLAGS flags) override;
     bool atomics_supported() const { return dev_attr_.atomic_cap != IBV_ATOMIC_NONE; }
 
-    DAT_RETURN rmr_open(kit::Rmr &rmr) override;
-    void rmr_close(kit::Rmr &rmr) override;
-    DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
-                        DAT_MEM_PRIV_FLAGS privileges) override;
-    DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
-
-    DAT_RETURN ep_break(kit::Ep &ep) override;
-
-    DAT_RETURN srq_open(kit::Srq &srq) override;
+    DAT_RETURN srq_open(kit::Srq &srq, void *&tp) override;
     void srq_close(kit::Srq &srq) override;
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
 
 private:
     // ---- IA (verbs_ia.cpp)
     DAT_RETURN select_device(std::string &device_name);
-    void cm_loop();
-    void handle_cm_event(rdma_cm_event &event);
-    void handle_async_events();
-    void check_flags(); // EPs flagged by the completion path: broken, or drained
-    void check_deadlines();
-    // An rdma_cm_id goes away: at once on a consumer thread (which must not
-    // hold cm_mu_), after the current event is acknowledged on the CM thread
-    // (rdma_destroy_id waits for the acknowledgement of the id's events).
-    void release_id(rdma_cm_id *id);
-    bool on_cm_thread() const { return std::this_thread::get_id() == cm_thread_.get_id(); }
 
-    // ---- connection events, cm_mu_ held (verbs_ep.cpp)
-    void on_connect_request(rdma_cm_event &event, VerbsPsp &psp);
-    void on_addr_resolved(VerbsEp &vep);
-    void on_route_resolved(VerbsEp &vep);
-    void on_connect_response(VerbsEp &vep, rdma_cm_event &event);
-    void on_connection_error(VerbsEp &vep, rdma_cm_event &event);
-    void on_peer_disconnect(VerbsEp &vep);
-    void break_connection(VerbsEp &vep, const char *why);
+    // ---- connection events (verbs_cm.cpp), on the loop. The handlers
+    // run with mu_ held and fill `report`, delivered once mu_ is released.
+    void read_cm_events();
+    void handle_cm_event(rdma_cm_event &event, kit::ConnectionReport &report);
+    void read_async_events();
+    void on_connect_request(rdma_cm_event &event, VerbsPsp &psp, kit::ConnectionReport &report);
+    void on_addr_resolved(VerbsEp &vep, kit::ConnectionReport &report);
+    void on_route_resolved(VerbsEp &vep, kit::ConnectionReport &report);
+    void on_connect_response(VerbsEp &vep, rdma_cm_event &event, kit::ConnectionReport &report);
+    void on_connection_error(VerbsEp &vep, rdma_cm_event &event, kit::ConnectionReport &report);
+    void on_peer_disconnect(VerbsEp &vep, kit::ConnectionReport &report);
+    void break_connection(VerbsEp &vep, const char *why, kit::ConnectionReport &report);
+    // Work posted to the loop (by id: the EP may be gone by then).
+    void dto_failed(std::uint64_t id);
+    void drained(std::uint64_t id);
+    void disconnect_expired(std::uint64_t id);
     // The EP leaves its connection: QP to ERROR (what was posted flushes),
-    // the id detached (returned, for release_id once cm_mu_ is released).
+    // the id detached (returned, for release_id once mu_ is released).
     rdma_cm_id *end_connection(VerbsEp &vep);
+    // An rdma_cm_id goes away: at once, or, while the loop handles an
+    // rdma_cm event, once that event is acknowledged (rdma_destroy_id
+    // waits for the acknowledgement of the id's events). mu_ not held.
+    void release_id(rdma_cm_id *id);
+    void destroy_doomed_ids(); // loop only, mu_ not held
 
-    // ---- QPs and protection domains (verbs_ep.cpp, verbs_cq.cpp)
-    DAT_RETURN build_qp(VerbsEp &vep); // cm_mu_ held
-    void destroy_qp(VerbsEp &vep);     // cm_mu_ held
+    // ---- QPs and protection domains (verbs_ep.cpp, verbs_mr.cpp)
+    DAT_RETURN build_qp(VerbsEp &vep); // mu_ held
+    void destroy_qp(VerbsEp &vep);     // mu_ held
     bool qp_matches(const VerbsEp &vep) const;
     int move_qp(VerbsEp &vep, rdma_cm_id *id, ibv_qp_state state, int rd_atomic);
     void qp_error(VerbsEp &vep);
@@ -170,10 +188,10 @@ private:
     void cq_uncommit(VerbsCq &cq, CqPart *part, int depth);
     int translate(const ibv_wc &wc, kit::Completion &out);
 
-    std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id
+    std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id; mu_ held
     VerbsEp *ep_by_key(std::uint64_t key);
+    VerbsEp *ep_by_id(std::uint64_t id);
 
-    kit::Ia &ia_;
     Params params_;
     sockaddr_storage addr_{};
     ibv_context *ctx_ = nullptr;
@@ -185,28 +203,31 @@ private:
     std::uint32_t max_inline_ = 0;
     bool mw_supported_ = false; // type 2B memory windows (RMRs, send with invalidate)
     unsigned wc_with_inv_ = IBV_WC_WITH_INV; // the wc_flags bit of a receive that invalidated
-    int wake_fd_ = -1; // eventfd: wakes the CM thread (deadline, broken EP, stop)
-    std::atomic<bool> stopping_{false};
+    DAT_COUNT max_srq_recvs_ = 0;
+    kit::EventLoop::Watch *channel_watch_ = nullptr;
+    kit::EventLoop::Watch *async_watch_ = nullptr;
 
-    std::thread cm_thread_;
-    // Kit callbacks run on the CM thread with cm_mu_ held (an EP cannot be
-    // freed under them); a callback may come back into the transport
-    // (on_connection_request rejects when out of memory): recursive.
-    std::recursive_mutex cm_mu_;
+    // The endpoints, service points and requests the loop's handlers look up.
+    std::mutex mu_;
     // rdma_cm_id contexts are keys, not pointers: an event of an id whose
     // EP moved on (reset, new connection) finds nothing.
     std::uint64_t next_key_ = 1;
-    std::map<std::uint64_t, VerbsEp *> eps_;
+    std::unordered_map<std::uint64_t, VerbsEp *> eps_;       // by the key of its current id
+    std::unordered_map<std::uint64_t, VerbsEp *> eps_by_id_; // by VerbsEp::id (timers, posted work)
+    std::uint64_t next_id_ = 1;
     std::map<std::uint64_t, VerbsPsp *> psps_;
     std::map<std::uint64_t, Request *> requests_;
-    std::vector<rdma_cm_id *> doomed_ids_; // CM thread: destroyed after the ack
-    std::atomic<bool> any_flagged_{false}; // some VerbsEp::broken or ::drained is set
+    // Loop only: inside read_cm_events (ids are destroyed after the ack),
+    // and the ids its handlers let go of (destroyed once mu_ is released).
+    bool in_cm_event_ = false;
+    std::vector<rdma_cm_id *> doomed_ids_;
 
     // The EP of a QP number, for receives from an SRQ (their records are the
-    // SRQ's: the completion names the QP, the kit wants the EP). Entries
-    // stay until the EP is closed, after its last completions were read.
+    // SRQ's: the completion names the QP, the kit wants the EP) and device
+    // events. Entries stay until the EP is freed, after its last completions
+    // were read.
     std::mutex qp_eps_mu_;
-    std::map<std::uint32_t, kit::Ep *> qp_eps_;
+    std::unordered_map<std::uint32_t, kit::Ep *> qp_eps_;
 
     struct PdUse {
         ibv_pd *pd;
@@ -218,7 +239,8 @@ private:
 
 struct VerbsEp {
     kit::Ep *owner = nullptr;
-    std::uint64_t key = 0; // context of `id`
+    std::uint64_t id_key = 0; // VerbsTransport::eps_by_id_; never changes
+    std::uint64_t key = 0;    // context of `id`
     rdma_cm_id *id = nullptr;
     ibv_qp *qp = nullptr;
     // What the QP was built for: dat_ep_modify may change them while the EP
@@ -235,14 +257,15 @@ struct VerbsEp {
     unsigned char connect_data[kIbReqPrivateData + 200];
     std::size_t connect_len = 0;
     int resolve_ms = 2000;
-    kit::Deadline deadline = kit::Deadline::never(); // connect timeout, or disconnect fallback
+    DAT_PORT_QUAL local_port = 0; // of an accepted connection, reported when established
+    // A disconnect that the queue or the peer does not complete in time.
+    kit::EventLoop::Timer *disconnect_timer = nullptr;
     // Graceful disconnect: a zero-length RDMA write (the marker) follows the
     // consumer's requests; its completion says they all completed, and only
     // then does the DREQ go out (the peer flushes what it has not received).
     bool drain_pending = false;
     bool disconnect_sent = false;
-    std::atomic<bool> broken{false};  // a DTO failed: the CM thread ends the connection
-    std::atomic<bool> drained{false}; // the marker completed
+    std::atomic<bool> broken{false}; // a DTO failed: the loop ends the connection
     // Suppressed sends and RDMA writes go out unsignalled (kit::Ia::
     // requests_in_order): a later request's completion, or the marker's,
     // stands for them. The kit's Ep::post_mu, held around every request's

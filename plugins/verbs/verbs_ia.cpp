@@ -1,7 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// IA: ia_params, the device and address an IA serves on, attributes, and
-// the CM thread (rdma_cm events, device async events, broken connections,
-// connect timeouts).
+// IA: ia_params, the device and address an IA serves on, attributes.
 #include "verbs.hpp"
 #include "params.hpp"
 #include "resources.hpp"
@@ -10,6 +8,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <endian.h>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
@@ -22,7 +21,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sstream>
-#include <sys/eventfd.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 namespace dat2::verbs {
@@ -80,21 +79,6 @@ std::vector<sockaddr_storage> local_addresses(const std::string &netdev) {
 
 } // namespace
 
-DAT_RETURN to_dat(int err, DAT_RETURN fallback) {
-    switch (err < 0 ? -err : err) {
-    case 0: return DAT_SUCCESS;
-    case ENOMEM: case ENOSPC: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
-    case EAGAIN: case ENOBUFS: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    case EADDRINUSE: return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
-    case EINVAL: return DAT_ERROR(DAT_INVALID_PARAMETER, 0);
-    case EACCES: case EPERM: return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, 0);
-    case EOPNOTSUPP: case ENOSYS: return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
-    case ENODEV: case ENETUNREACH: case EHOSTUNREACH: case EADDRNOTAVAIL:
-        return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
-    default: return fallback;
-    }
-}
-
 DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
     switch (status) {
     case IBV_WC_SUCCESS: return DAT_DTO_SUCCESS;
@@ -113,7 +97,46 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
     }
 }
 
+namespace {
+
+// OFED's positional ia_params, so that an OFED dat.conf line works with
+// only its library name changed: "<device> <port>" (scm, ucm: "mlx5_0 1",
+// "rxe0 1") or "<netdev or address> 0" (cma: "ib0 0"). True when `text`
+// has that form (then `out` or `error` is set).
+bool parse_ofed_params(const std::string &text, Params &out, std::string &error, bool &ok) {
+    std::istringstream in(text);
+    std::string first, second, extra;
+    if (!(in >> first >> second) || (in >> extra) || first.find('=') != std::string::npos ||
+        second.find('=') != std::string::npos)
+        return false;
+    char *end = nullptr;
+    const long port = std::strtol(second.c_str(), &end, 10);
+    if (second.empty() || *end || port < 0 || port > 255) {
+        error = "\"" + text + "\": OFED's form is \"<device> <port 1..255>\" or \"<netdev> 0\"";
+        ok = false;
+        return true;
+    }
+    if (port == 0) {
+        in6_addr a6;
+        in_addr a4;
+        if (inet_pton(AF_INET, first.c_str(), &a4) == 1 || inet_pton(AF_INET6, first.c_str(), &a6) == 1)
+            out.address = first;
+        else
+            out.netdev = first;
+    } else {
+        out.device = first;
+        out.port = static_cast<int>(port);
+    }
+    ok = true;
+    return true;
+}
+
+} // namespace
+
 bool parse_params(const std::string &text, Params &out, std::string &error) {
+    bool ok = false;
+    if (parse_ofed_params(text, out, error, ok))
+        return ok;
     kit::ParamList words;
     if (!kit::split_params(text, words, error))
         return false;
@@ -144,14 +167,14 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
     return true;
 }
 
-VerbsTransport::VerbsTransport(kit::Ia &ia, const Params &params) : ia_(ia), params_(params) {}
+VerbsTransport::VerbsTransport(kit::Ia &ia, const Params &params) : Transport(ia), params_(params) {}
 
 // Finds the IA address: the one given, or the first address (of the named
 // netdev, or of any) that rdma_cm binds to a device matching device= and
 // port=. Binding an address is how rdma_cm itself maps IP to device, so
 // this works alike for RoCE, iWARP and IPoIB.
 DAT_RETURN VerbsTransport::select_device(std::string &device_name) {
-    const char *name = ia_.name.c_str();
+    const char *name = this->name();
     std::vector<sockaddr_storage> candidates;
     if (!params_.address.empty()) {
         addrinfo hints{}, *res = nullptr;
@@ -239,8 +262,8 @@ void fork_safety(const char *name) {
 
 } // namespace
 
-DAT_RETURN VerbsTransport::open() {
-    const char *name = ia_.name.c_str();
+DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
+    const char *name = this->name();
     fork_safety(name);
     channel_ = rdma_create_event_channel();
     if (!channel_) {
@@ -279,8 +302,9 @@ DAT_RETURN VerbsTransport::open() {
         DAT2_ERR("%s: fcntl: %s\n", name, std::strerror(errno));
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     }
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (wake_fd_ < 0)
+    channel_watch_ = loop().watch(channel_->fd, EPOLLIN, [this](std::uint32_t) { read_cm_events(); });
+    async_watch_ = loop().watch(ctx_->async_fd, EPOLLIN, [this](std::uint32_t) { read_async_events(); });
+    if (!channel_watch_ || !async_watch_)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     null_cq_ = new VerbsCq;
     null_cq_->parts.push_back(CqPart{ibv_create_cq(ctx_, 16, nullptr, nullptr, 0), 0});
@@ -330,50 +354,49 @@ DAT_RETURN VerbsTransport::open() {
     }
     // dat_ia_query's max_evds and max_eps are what this process can make
     // (LimitsTest): the device's maxima, unless file descriptors, mappings
-    // or pinned memory run out first (Soft-RoCE in the test VM, which says
-    // 1048576 CQs and QPs: RLIMIT_NOFILE 1024 ran out at the 509th EVD of 2
-    // fds each, vm.max_map_count 65530 at the 32695th QP of 2 mappings
-    // each). EVDs and EPs draw on the same budget: each maximum holds for
-    // its own kind.
+    // or pinned memory run out first (Soft-RoCE says 1048576 CQs and QPs,
+    // far more than RLIMIT_NOFILE or vm.max_map_count allow). EVDs and EPs
+    // draw on the same budget: each maximum holds for its own kind.
     const kit::ProcessUsage limit = kit::process_limits(), used = kit::process_usage();
-    ia_.max_evds = kit::objects_within(limit, used, per_evd, std::min(ia_.max_evds, dev_attr_.max_cq - 1));
-    ia_.max_eps = kit::objects_within(limit, used, per_ep, std::min(ia_.max_eps, dev_attr_.max_qp - 1));
+    caps.max_evds = kit::objects_within(limit, used, per_evd, std::min(caps.max_evds, dev_attr_.max_cq - 1));
+    caps.max_eps = kit::objects_within(limit, used, per_ep, std::min(caps.max_eps, dev_attr_.max_qp - 1));
+    caps.max_pzs = std::min(caps.max_pzs, dev_attr_.max_pd);
     // Each work queue of an EP fits one CQ (with the plugin's own send
     // slots), however many EPs share the EVD (VerbsCq).
-    ia_.max_dtos = std::max(
+    caps.max_dtos = std::max(
         1, std::min({kit::kMaxDtos, dev_attr_.max_qp_wr - kReservedSendSlots, dev_attr_.max_cqe - kReservedSendSlots}));
     DAT2_LOG(log::kGeneric, "%s: %d EVDs (%s each), %d EPs (%s each), %d DTOs per EP; the process has %s of %s\n",
-             name, ia_.max_evds, kit::usage_text(per_evd).c_str(), ia_.max_eps, kit::usage_text(per_ep).c_str(), ia_.max_dtos,
-             kit::usage_text(used).c_str(), kit::usage_text(limit).c_str());
+             name, caps.max_evds, kit::usage_text(per_evd).c_str(), caps.max_eps, kit::usage_text(per_ep).c_str(),
+             caps.max_dtos, kit::usage_text(used).c_str(), kit::usage_text(limit).c_str());
     // Soft-RoCE hands out the kernel's completion flags as they are, and the
     // kernel's "with invalidate" is bit 2 (libibverbs': bit 3; bit 2 is the
     // IP checksum flag, which a reliable connection never reports).
     if (dev_attr_.vendor_id == 0xffffff)
         wc_with_inv_ = IBV_WC_WITH_INV | (1u << 2);
     mw_supported_ = (dev_attr_.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && dev_attr_.max_mw > 0;
-    ia_.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
+    caps.send_with_invalidate = mw_supported_;
+    caps.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
     if (dev_attr_.max_srq > 0 && dev_attr_.max_srq_wr > 0 && dev_attr_.max_srq_sge > 0)
-        ia_.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);
+        max_srq_recvs_ = caps.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);
     // One RC send queue per EP completes in order: suppressed sends and RDMA
-    // writes go out unsignalled (kit::Ep::post_mu keeps requests in queue order).
-    ia_.requests_in_order = true;
-    ia_.max_private_data = static_cast<DAT_COUNT>(
+    // writes go out unsignalled. IBV_SEND_FENCE is the barrier fence, and a
+    // QP exists (receives can be posted) from dat_ep_create on.
+    caps.requests_in_order = true;
+    caps.fence = true;
+    caps.recv_before_connect = true;
+    caps.ext = {true, atomics_supported(), atomics_supported()};
+    caps.max_private_data = static_cast<DAT_COUNT>(
         std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
-    cm_thread_ = std::thread([this] { cm_loop(); });
     DAT2_LOG(log::kGeneric, "%s: verbs device %s port %u (%s), address %s, max inline %u, memory windows %s\n", name,
              device.c_str(), port_, port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
              addr_text(address()).c_str(), max_inline_, mw_supported_ ? "type 2B" : "none");
     return DAT_SUCCESS;
 }
 
+// The loop has stopped (kit::Ia's destructor): no handler runs.
 VerbsTransport::~VerbsTransport() {
-    if (cm_thread_.joinable()) {
-        stopping_ = true;
-        kit::signal_fd(wake_fd_);
-        cm_thread_.join();
-    }
-    for (rdma_cm_id *id : doomed_ids_)
-        rdma_destroy_id(id);
+    loop().unwatch(channel_watch_);
+    loop().unwatch(async_watch_);
     // The kit has freed every EP, PSP and CR before the IA: what is left
     // here is only what a failed open made.
     if (null_cq_) {
@@ -388,8 +411,6 @@ VerbsTransport::~VerbsTransport() {
         ibv_close_device(ctx_);
     if (channel_)
         rdma_destroy_event_channel(channel_);
-    if (wake_fd_ >= 0)
-        ::close(wake_fd_);
 }
 
 void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
@@ -399,248 +420,54 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.hardware_version_minor = dev_attr_.vendor_part_id;
     a.max_rdma_read_per_ep_in = dev_attr_.max_qp_rd_atom;
     a.max_rdma_read_per_ep_out = dev_attr_.max_qp_init_rd_atom;
-    a.max_iov_segments_per_dto = ia_.max_iov;
-    a.max_iov_segments_per_rdma_read = ia_.max_iov;
-    a.max_iov_segments_per_rdma_write = ia_.max_iov;
+    a.max_iov_segments_per_dto = ia_.caps.max_iov;
+    a.max_iov_segments_per_rdma_read = ia_.caps.max_iov;
+    a.max_iov_segments_per_rdma_write = ia_.caps.max_iov;
     a.max_lmrs = std::min(a.max_lmrs, dev_attr_.max_mr);
     a.max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(dev_attr_.max_mr_size, ~DAT_SEG_LENGTH(0)));
     a.max_lmr_virtual_address = ~DAT_VADDR(0);
-    a.max_pzs = std::min(a.max_pzs, dev_attr_.max_pd);
     a.max_message_size = port_attr_.max_msg_sz;
     a.max_rdma_size = port_attr_.max_msg_sz;
     a.max_rmr_target_address = ~DAT_VADDR(0);
     a.max_rmrs = mw_supported_ ? std::min(kit::kMaxRmrs, dev_attr_.max_mw) : 0;
-    if (ia_.max_srq_recvs)
+    if (max_srq_recvs_)
         a.max_srqs = std::min(a.max_srqs, dev_attr_.max_srq);
     a.max_rdma_read_in = dev_attr_.max_qp_rd_atom;
     a.max_rdma_read_out = dev_attr_.max_qp_init_rd_atom;
     a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
     a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
     a.zb_supported = DAT_FALSE;
-    p.max_private_data_size = ia_.max_private_data;
+    (void)p;
 }
 
-// ---- the CM thread -------------------------------------------------------------
-
-void VerbsTransport::release_id(rdma_cm_id *id) {
-    if (!id)
-        return;
-    if (on_cm_thread())
-        doomed_ids_.push_back(id);
-    else
-        rdma_destroy_id(id);
-}
-
-void VerbsTransport::cm_loop() {
-    for (;;) {
-        int timeout_ms = -1;
-        {
-            std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-            for (auto &[key, vep] : eps_)
-                timeout_ms = kit::min_poll_ms(timeout_ms, vep->deadline.poll_ms());
+// As OFED's providers publish them: the port's active MTU, the node GUID and
+// the port's first GID in the usual colon-separated hex.
+void VerbsTransport::facts(kit::TransportFacts &f) const {
+    f.provider = "verbs";
+    f.device = ibv_get_device_name(ctx_->device);
+    const std::uint64_t guid = be64toh(ibv_get_device_guid(ctx_->device));
+    char text[64];
+    std::snprintf(text, sizeof text, "%04x:%04x:%04x:%04x", unsigned(guid >> 48) & 0xffff,
+                  unsigned(guid >> 32) & 0xffff, unsigned(guid >> 16) & 0xffff, unsigned(guid) & 0xffff);
+    f.node_guid = text;
+    ibv_gid gid{};
+    if (ibv_query_gid(ctx_, port_, 0, &gid) == 0) {
+        std::string g;
+        for (int i = 0; i < 16; i += 2) {
+            std::snprintf(text, sizeof text, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
+            g += text;
         }
-        pollfd fds[3] = {{channel_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {ctx_->async_fd, POLLIN, 0}};
-        ::poll(fds, 3, timeout_ms);
-        kit::drain_fd(wake_fd_);
-        if (stopping_)
-            return;
-        for (;;) {
-            rdma_cm_event *event = nullptr;
-            if (rdma_get_cm_event(channel_, &event)) {
-                if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                    DAT2_ERR("%s: rdma_get_cm_event: %s\n", ia_.name.c_str(), std::strerror(errno));
-                break;
-            }
-            {
-                std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-                handle_cm_event(*event);
-            }
-            // Acknowledged without cm_mu_: a consumer thread may be in
-            // rdma_destroy_id() for this id, waiting for exactly this.
-            rdma_ack_cm_event(event);
-            for (rdma_cm_id *id : doomed_ids_)
-                rdma_destroy_id(id);
-            doomed_ids_.clear();
-        }
-        handle_async_events();
-        check_flags();
-        check_deadlines();
-        for (rdma_cm_id *id : doomed_ids_)
-            rdma_destroy_id(id);
-        doomed_ids_.clear();
+        f.gid = g;
     }
-}
-
-VerbsEp *VerbsTransport::ep_by_key(std::uint64_t key) {
-    auto it = eps_.find(key);
-    return it == eps_.end() ? nullptr : it->second;
-}
-
-std::uint64_t VerbsTransport::add_ep_key(VerbsEp &vep) {
-    eps_.erase(vep.key);
-    vep.key = next_key_++;
-    eps_[vep.key] = &vep;
-    return vep.key;
-}
-
-void VerbsTransport::handle_cm_event(rdma_cm_event &event) {
-    const auto key = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(event.id->context));
-    DAT2_LOG(log::kGeneric, "%s: %s (status %d) for id %llu\n", ia_.name.c_str(), rdma_event_str(event.event),
-             event.status, static_cast<unsigned long long>(key));
-    if (event.event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        const auto lkey = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(event.listen_id->context));
-        auto it = psps_.find(lkey);
-        if (it == psps_.end()) {
-            rdma_reject(event.id, nullptr, 0); // the PSP is going away
-            release_id(event.id);
-            return;
-        }
-        on_connect_request(event, *it->second);
-        return;
+    switch (port_attr_.active_mtu) {
+    case IBV_MTU_256: f.transport_mtu = 256; break;
+    case IBV_MTU_512: f.transport_mtu = 512; break;
+    case IBV_MTU_1024: f.transport_mtu = 1024; break;
+    case IBV_MTU_2048: f.transport_mtu = 2048; break;
+    case IBV_MTU_4096: f.transport_mtu = 4096; break;
     }
-    if (auto it = requests_.find(key); it != requests_.end()) {
-        // The requester gave up (its REJ, or a CM error) before our accept.
-        if (event.event == RDMA_CM_EVENT_REJECTED || event.event == RDMA_CM_EVENT_CONNECT_ERROR ||
-            event.event == RDMA_CM_EVENT_UNREACHABLE || event.event == RDMA_CM_EVENT_DISCONNECTED ||
-            event.event == RDMA_CM_EVENT_DEVICE_REMOVAL)
-            it->second->gone = true;
-        return;
-    }
-    VerbsEp *vep = ep_by_key(key);
-    if (!vep)
-        return; // an id the EP has left behind (reset, aborted connect)
-    switch (event.event) {
-    case RDMA_CM_EVENT_ADDR_RESOLVED: on_addr_resolved(*vep); return;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: on_route_resolved(*vep); return;
-    case RDMA_CM_EVENT_CONNECT_RESPONSE: on_connect_response(*vep, event); return;
-    case RDMA_CM_EVENT_ESTABLISHED: {
-        // The passive side (the active one completes on CONNECT_RESPONSE).
-        vep->deadline = kit::Deadline::never();
-        kit::on_established(*vep->owner, nullptr, 0);
-        return;
-    }
-    case RDMA_CM_EVENT_ADDR_ERROR:
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-    case RDMA_CM_EVENT_UNREACHABLE:
-    case RDMA_CM_EVENT_REJECTED:
-    case RDMA_CM_EVENT_CONNECT_ERROR: on_connection_error(*vep, event); return;
-    case RDMA_CM_EVENT_DISCONNECTED: on_peer_disconnect(*vep); return;
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        post_async(ia_, DAT_ASYNC_ERROR_IA_CATASTROPHIC, &ia_, 0);
-        break_connection(*vep, "device removed");
-        return;
-    default: return; // TIMEWAIT_EXIT, ADDR_CHANGE
-    }
-}
-
-void VerbsTransport::handle_async_events() {
-    for (;;) {
-        ibv_async_event ev;
-        if (ibv_get_async_event(ctx_, &ev))
-            return;
-        // Copy what identifies the object, then acknowledge at once: a
-        // consumer thread destroying that QP or CQ waits for the ack.
-        const ibv_event_type type = ev.event_type;
-        std::uint32_t qp_num = 0;
-        VerbsCq *cq = nullptr;
-        switch (type) {
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
-            qp_num = ev.element.qp->qp_num;
-            break;
-        case IBV_EVENT_CQ_ERR: cq = static_cast<VerbsCq *>(ev.element.cq->cq_context); break;
-        default: break;
-        }
-        ibv_ack_async_event(&ev);
-        DAT2_LOG(log::kGeneric, "%s: device event %s (QP %u)\n", ia_.name.c_str(), ibv_event_type_str(type), qp_num);
-        std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-        VerbsEp *vep = nullptr;
-        if (qp_num)
-            for (auto &[key, v] : eps_)
-                if (v->qp && v->qp->qp_num == qp_num)
-                    vep = v;
-        switch (type) {
-        case IBV_EVENT_COMM_EST:
-            // Data arrived before the RTU: tell rdma_cm the connection is up.
-            if (vep && vep->id)
-                rdma_notify(vep->id, IBV_EVENT_COMM_EST);
-            break;
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-            if (vep)
-                break_connection(*vep, ibv_event_type_str(type));
-            break;
-        case IBV_EVENT_CQ_ERR:
-            DAT2_ERR("%s: completion queue overrun (EVD %p)\n", ia_.name.c_str(), cq ? (void *)cq->evd : nullptr);
-            if (cq && cq->evd)
-                post_async(ia_, DAT_ASYNC_ERROR_EVD_OVERFLOW, cq->evd, DAT_EVD_OVERFLOW_ERROR);
-            break;
-        case IBV_EVENT_DEVICE_FATAL:
-            DAT2_ERR("%s: device fatal error\n", ia_.name.c_str());
-            post_async(ia_, DAT_ASYNC_ERROR_IA_CATASTROPHIC, &ia_, 0);
-            break;
-        default: break;
-        }
-    }
-}
-
-void VerbsTransport::check_flags() {
-    if (!any_flagged_.exchange(false))
-        return;
-    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-    std::vector<VerbsEp *> broken, drained;
-    for (auto &[key, vep] : eps_) {
-        if (vep->broken.exchange(false))
-            broken.push_back(vep);
-        if (vep->drained.exchange(false))
-            drained.push_back(vep);
-    }
-    for (VerbsEp *vep : broken)
-        break_connection(*vep, "a DTO failed");
-    for (VerbsEp *vep : drained) {
-        if (vep->drain_pending && !vep->disconnect_sent && vep->id &&
-            vep->owner->state.load() == DAT_EP_STATE_DISCONNECT_PENDING) {
-            vep->drain_pending = false;
-            vep->disconnect_sent = true;
-            rdma_disconnect(vep->id);
-            vep->deadline = kit::Deadline::after(std::chrono::seconds(2));
-        }
-    }
-}
-
-void VerbsTransport::check_deadlines() {
-    std::lock_guard<std::recursive_mutex> lock(cm_mu_);
-    std::vector<VerbsEp *> expired;
-    for (auto &[key, vep] : eps_)
-        if (vep->deadline.expired())
-            expired.push_back(vep);
-    for (VerbsEp *vep : expired) {
-        vep->deadline = kit::Deadline::never();
-        kit::Ep &ep = *vep->owner;
-        switch (ep.state.load()) {
-        case DAT_EP_STATE_ACTIVE_CONNECTION_PENDING: {
-            DAT2_LOG(log::kGeneric, "%s: connect on EP %p timed out\n", ia_.name.c_str(), (void *)&ep);
-            rdma_cm_id *id = end_connection(*vep);
-            kit::on_connect_failed(ep, DAT_CONNECTION_EVENT_TIMED_OUT, nullptr, 0);
-            release_id(id);
-            break;
-        }
-        case DAT_EP_STATE_DISCONNECT_PENDING:
-            if (vep->id && !vep->disconnect_sent) {
-                // The send queue did not drain in time: disconnect anyway.
-                vep->disconnect_sent = true;
-                rdma_disconnect(vep->id);
-                vep->deadline = kit::Deadline::after(std::chrono::seconds(2));
-            } else {
-                // No DISCONNECTED from the peer's side: complete it here.
-                rdma_cm_id *id = end_connection(*vep);
-                kit::on_disconnected(ep, false);
-                release_id(id);
-            }
-            break;
-        default: break;
-        }
-    }
+    f.port_status = port_attr_.state == IBV_PORT_ACTIVE ? "ACTIVE" : "DOWN";
+    f.port = port_;
 }
 
 } // namespace dat2::verbs

@@ -64,9 +64,6 @@ inline constexpr const char *kGapRsp =
     "known gap, issue 4: Reserved Service Points (dat_rsp_create) are not implemented yet";
 inline constexpr const char *kGapPspProvider =
     "known gap, issue 4: DAT_PSP_PROVIDER_FLAG (Endpoints created by the provider for a PSP) is not supported yet";
-inline constexpr const char *kGapRemotePz =
-    "known gap, issue 3: remote access is not yet checked against the target Endpoint's PZ "
-    "(libfabric has no protection zones; needs one fabric domain per PZ)";
 
 // The implementation says it lacks what was asked for: DAT_NOT_IMPLEMENTED or
 // DAT_MODEL_NOT_SUPPORTED.

@@ -254,6 +254,40 @@ TEST_P(DtoTest, ReceivesPostedBeforeConnectAreKeptAndUsed) {
     EXPECT_EQ(cr.mismatch(0, 555, 0x04, 0), -1);
 }
 
+// dat_ep_post_recv(3DAT), dat_ep_post_send(3DAT), _rdma_read, _rdma_write:
+// "The value of DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the
+// Endpoint Recv [Request] Completion Flags DAT_COMPLETION_UNSIGNALLED_FLAG.
+// Otherwise, DAT_INVALID_PARAMETER is returned."
+TEST_P(DtoTest, UnsignalledFlagIsRefusedUnlessTheEndpointAllowsIt) {
+    Buffer b;
+    ASSERT_DAT_OK(client.register_buffer(b, 4096));
+    ASSERT_EQ(query_ep_attr(client.ep).recv_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG, 0);
+    ASSERT_EQ(query_ep_attr(client.ep).request_completion_flags & DAT_COMPLETION_UNSIGNALLED_FLAG, 0);
+    const DAT_COMPLETION_FLAGS unsig = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    DAT_LMR_TRIPLET t = b.iov(0, 64);
+    DAT_RMR_TRIPLET r = b.rmr(1024, 64);
+    EXPECT_DAT_ERR(dat_ep_post_recv(client.ep, 1, &t, cookie(1), unsig), DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    EXPECT_DAT_ERR(dat_ep_post_send(client.ep, 1, &t, cookie(2), unsig), DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_write(client.ep, 1, &t, cookie(3), &r, unsig), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG6);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_read(client.ep, 1, &t, cookie(4), &r, unsig), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG6);
+    DAT_EVENT ev;
+    EXPECT_EQ(dat_evd_dequeue(client.recv_evd, &ev), DAT_QUEUE_EMPTY) << "a refused post left an event";
+    EXPECT_EQ(dat_evd_dequeue(client.req_evd, &ev), DAT_QUEUE_EMPTY) << "a refused post left an event";
+
+    // An EP that allows it on receives takes it there (and only there).
+    if (!provider_supports(DAT_COMPLETION_UNSIGNALLED_FLAG))
+        GTEST_SKIP() << "the provider does not support DAT_COMPLETION_UNSIGNALLED_FLAG";
+    DAT_EP_ATTR attr = suite_ep_attr(client.ia.ia);
+    attr.recv_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&ep, client.recv_evd, client.req_evd, client.conn_evd, &attr));
+    EXPECT_DAT_OK(dat_ep_post_recv(ep, 1, &t, cookie(5), unsig));
+    EXPECT_DAT_OK(dat_ep_free(ep));
+}
+
 TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
     Buffer r;
     ASSERT_DAT_OK(server.register_buffer(r, 4096));
@@ -445,10 +479,13 @@ bool poll_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, std::chrono::seconds limit = 
 // poller: on the 2-CPU CI machine the ofi plugin's did so at each arrival,
 // and the mean one-way latency was 2.5 times the median). Allowed: two
 // wake-ups per millisecond per IA (a thread that checks on its queues) and a
-// few more; the messages are counted in thousands.
+// few more; the messages are counted in thousands. A window too slow for
+// that allowance to tell a wake-up per message from one per tick (another
+// process on the CPUs) is measured again, up to three times.
 TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
-    constexpr int kWarmup = 300, kRounds = 3000;
+    constexpr int kWarmup = 300, kRounds = 3000, kWindows = 3;
     constexpr size_t kMsg = 64;
+    constexpr unsigned char kLast = 0xee; // first byte of the message that ends the echo
     Buffer cs, cr, ss, sr;
     ASSERT_NO_FATAL_FAILURE(make_buffers(cs, kMsg, 0x61, sr, kMsg)); // client -> server
     ASSERT_DAT_OK(server.register_buffer(ss, kMsg));                  // server -> client
@@ -461,46 +498,64 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     std::thread echo([&] {
         server_tid = static_cast<pid_t>(::syscall(SYS_gettid));
         DAT_EVENT ev{};
-        for (int i = 0; i < kWarmup + kRounds; ++i) {
-            if (!poll_event(server.recv_evd, &ev) || recv(server.ep, sr, 0, kMsg, 1) != DAT_SUCCESS ||
+        for (int i = 0;; ++i) {
+            if (!poll_event(server.recv_evd, &ev)) {
+                server_failed = i + 1;
+                return;
+            }
+            const bool last = sr.data[0] == kLast;
+            if ((!last && recv(server.ep, sr, 0, kMsg, 1) != DAT_SUCCESS) ||
                 send(server.ep, ss, 0, kMsg, 2) != DAT_SUCCESS || !poll_event(server.req_evd, &ev)) {
                 server_failed = i + 1;
                 return;
             }
+            if (last)
+                return;
         }
     });
     const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
-    long sleeps0 = 0;
-    auto t0 = std::chrono::steady_clock::now();
     bool ok = true;
     int round = 0;
-    for (; round < kWarmup + kRounds && ok; ++round) {
-        if (round == kWarmup) {
-            while (server_tid.load() == 0)
-                std::this_thread::yield();
-            sleeps0 = sleeps_of_other_threads({self, server_tid.load()});
-            t0 = std::chrono::steady_clock::now();
-        }
+    auto round_trip = [&] {
         DAT_EVENT ev{};
         ok = send(client.ep, cs, 0, kMsg, 2) == DAT_SUCCESS && poll_event(client.req_evd, &ev) &&
              poll_event(client.recv_evd, &ev) && recv(client.ep, cr, 0, kMsg, 1) == DAT_SUCCESS;
-    }
-    const long sleeps1 = sleeps_of_other_threads({self, server_tid.load()});
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    echo.join();
-    ASSERT_TRUE(ok) << "the client's round " << round << " failed";
-    ASSERT_EQ(server_failed.load(), 0) << "the server's round that failed";
-    ASSERT_GE(sleeps0, 0) << "cannot read /proc/self/task";
-    const long woken = sleeps1 - sleeps0;
+        ++round;
+    };
+    while (ok && round < kWarmup)
+        round_trip();
+    while (server_tid.load() == 0)
+        std::this_thread::yield();
     // Two IAs, each with a thread that may look once a millisecond, and as
     // much again: with the CPUs busy elsewhere a descheduled poller looks
     // quiet, its queue is taken back and rests again (TSan, ctest -j2: 1118
     // in 445 ms). The old plugin: 2449 in 82 ms.
-    const long allowed = 4 * (static_cast<long>(ms) + 5) + 50;
-    std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept "
-              << woken << " times (allowed " << allowed << ")\n";
+    std::string windows;
+    long woken = 0, allowed = kRounds;
+    for (int w = 0; w < kWindows && ok && allowed >= kRounds; ++w) {
+        const long sleeps0 = sleeps_of_other_threads({self, server_tid.load()});
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < kRounds && ok; ++i)
+            round_trip();
+        const long sleeps1 = sleeps_of_other_threads({self, server_tid.load()});
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        ASSERT_GE(sleeps0, 0) << "cannot read /proc/self/task";
+        woken = sleeps1 - sleeps0;
+        allowed = 4 * (static_cast<long>(ms) + 5) + 50;
+        std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept "
+                  << woken << " times (allowed " << allowed << ")\n";
+        windows += (windows.empty() ? "" : ", ") + std::to_string(static_cast<long>(ms)) + " ms";
+    }
+    cs.data[0] = kLast;
+    if (ok)
+        round_trip();
+    echo.join();
+    ASSERT_TRUE(ok) << "the client's round " << round << " failed";
+    ASSERT_EQ(server_failed.load(), 0) << "the server's round that failed";
+    if (allowed >= kRounds)
+        GTEST_SKIP() << "every window of " << kRounds << " round trips was too slow to tell a wake-up per "
+                     << "message from one per millisecond (" << windows << "): the CPUs are busy elsewhere";
     EXPECT_LE(woken, allowed) << "the provider's threads woke for the messages of a busy-polled ping-pong";
-    EXPECT_LT(allowed, kRounds) << "too slow a run to tell (" << ms << " ms for " << kRounds << " round trips)";
 }
 
 // The other side of leaving pollers alone: once the target stops polling

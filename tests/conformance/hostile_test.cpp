@@ -366,6 +366,8 @@ std::vector<Entry> entries() {
         return k;
     };
     const auto kBadCompletion = as<DAT_COMPLETION_FLAGS>(0x40000000);
+    // Not allowed by the world's EPs (default completion flags): invalid on every post.
+    const auto kUnsignalled = DAT_COMPLETION_UNSIGNALLED_FLAG;
     const auto kGoodCompletion = DAT_COMPLETION_DEFAULT_FLAG;
 
     std::vector<Entry> e = {
@@ -629,13 +631,13 @@ std::vector<Entry> entries() {
          [=](Call &c, World &w) {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              DAT_COUNT n = c.arg<DAT_COUNT>(1, {-1, INT_MIN, kHugeCount});
-             return dat_ep_post_send(ep, n, iov(w), cookie(c), c.arg(kGoodCompletion, {kBadCompletion}));
+             return dat_ep_post_send(ep, n, iov(w), cookie(c), c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}));
          }},
         {"dat_ep_post_send_with_invalidate", 1, 2,
          [=](Call &c, World &w) {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              DAT_COUNT n = c.arg<DAT_COUNT>(1, {-1, INT_MIN, kHugeCount});
-             return dat_ep_post_send_with_invalidate(ep, n, iov(w), cookie(c), c.arg(kGoodCompletion, {kBadCompletion}),
+             return dat_ep_post_send_with_invalidate(ep, n, iov(w), cookie(c), c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}),
                                                      DAT_FALSE, 0);
          }},
         {"dat_ep_post_recv", 1, 3,
@@ -643,28 +645,28 @@ std::vector<Entry> entries() {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              DAT_COUNT n = c.arg<DAT_COUNT>(1, {-1, INT_MIN, kHugeCount});
              DAT_LMR_TRIPLET *segs = c.arg<DAT_LMR_TRIPLET *>(iov(w), {nullptr});
-             return dat_ep_post_recv(ep, n, segs, cookie(c), c.arg(kGoodCompletion, {kBadCompletion}));
+             return dat_ep_post_recv(ep, n, segs, cookie(c), c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}));
          }},
         {"dat_ep_post_rdma_read", 1, 3,
          [=](Call &c, World &w) {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              DAT_COUNT n = c.arg<DAT_COUNT>(1, {-1, INT_MIN, kHugeCount});
              const DAT_RMR_TRIPLET *r = c.arg<const DAT_RMR_TRIPLET *>(remote(), {nullptr});
-             return dat_ep_post_rdma_read(ep, n, iov(w), cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion}));
+             return dat_ep_post_rdma_read(ep, n, iov(w), cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}));
          }},
         {"dat_ep_post_rdma_read_to_rmr", 1, 3,
          [=](Call &c, World &) {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              const DAT_RMR_TRIPLET *l = c.arg<const DAT_RMR_TRIPLET *>(remote(), {nullptr});
              const DAT_RMR_TRIPLET *r = c.arg<const DAT_RMR_TRIPLET *>(remote(), {nullptr});
-             return dat_ep_post_rdma_read_to_rmr(ep, l, cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion}));
+             return dat_ep_post_rdma_read_to_rmr(ep, l, cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}));
          }},
         {"dat_ep_post_rdma_write", 1, 3,
          [=](Call &c, World &w) {
              DAT_EP_HANDLE ep = c.h(K::Ep);
              DAT_COUNT n = c.arg<DAT_COUNT>(1, {-1, INT_MIN, kHugeCount});
              const DAT_RMR_TRIPLET *r = c.arg<const DAT_RMR_TRIPLET *>(remote(), {nullptr});
-             return dat_ep_post_rdma_write(ep, n, iov(w), cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion}));
+             return dat_ep_post_rdma_write(ep, n, iov(w), cookie(c), r, c.arg(kGoodCompletion, {kBadCompletion, kUnsignalled}));
          }},
         {"dat_ep_get_status", 1, 0,
          [](Call &c, World &) { return dat_ep_get_status(c.h(K::Ep), &ep_state, &idle1, &idle2); }},

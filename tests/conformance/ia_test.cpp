@@ -194,6 +194,30 @@ TEST_P(IaTest, QueryAttributesAreSane) {
     EXPECT_EQ(attrs.async_evd, a.async_evd);
 }
 
+// The DAT_IB_* attributes OFED's providers publish and consumers read:
+// dtestsrq sizes its messages by DAT_IB_TRANSPORT_MTU and refuses to run
+// without it.
+TEST_P(IaTest, ProviderAttributesIncludeWhatOfedsProvidersPublish) {
+    Ia a;
+    ASSERT_DAT_OK(a.open(name()));
+    conformance::IaAttributes attrs;
+    ASSERT_DAT_OK(attrs.query(a.ia));
+    const DAT_PROVIDER_ATTR &pa = attrs.provider();
+    std::map<std::string, std::string> named;
+    for (DAT_COUNT i = 0; i < pa.num_provider_specific_attr; ++i) {
+        ASSERT_NE(pa.provider_specific_attr[i].name, nullptr);
+        ASSERT_NE(pa.provider_specific_attr[i].value, nullptr);
+        named[pa.provider_specific_attr[i].name] = pa.provider_specific_attr[i].value;
+    }
+    ASSERT_TRUE(named.count("DAT_IB_TRANSPORT_MTU")) << "no DAT_IB_TRANSPORT_MTU";
+    const int mtu = std::atoi(named["DAT_IB_TRANSPORT_MTU"].c_str());
+    EXPECT_TRUE(mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096)
+        << "DAT_IB_TRANSPORT_MTU " << named["DAT_IB_TRANSPORT_MTU"];
+    EXPECT_EQ(named["DAT_IB_RDMA_READ"], "TRUE");
+    EXPECT_FALSE(named["DAT_IB_DEVICE_NAME"].empty());
+    EXPECT_TRUE(named.count("DAT_EXTENSION_INTERFACE"));
+}
+
 TEST_P(IaTest, QueryAndCloseOnBadHandlesAreInvalidHandle) {
     conformance::IaAttributes attrs;
     EXPECT_DAT_INVALID_HANDLE(attrs.query(DAT_HANDLE_NULL), HandleKind::Ia);

@@ -204,9 +204,13 @@ run_dtestcm() {
 # each message is checked (data, order per connection) and its buffer posted
 # back to the SRQ; after each disconnect a side waits (without timeout) for
 # an asynchronous event naming the EP (OFED's "last WQE reached"). The
-# server listens on 45248. -b: there is no DAT_IB_TRANSPORT_MTU attribute.
+# server listens on 45248. dtestsrq-defaults: no arguments but the IA and the
+# roles (one connection, buffers of DAT_IB_TRANSPORT_MTU bytes).
 run_dtestsrq() {
     local n=8 args="-b 4096 -c 8 -B 4 -t 10"
+    if [ "$case" = dtestsrq-defaults ]; then
+        n=1 args=""
+    fi
     start_server "$dat_listening" 45248 dtestsrq -P "$ia" -s $args
     run_client "$client_limit" dtestsrq -P "$ia" -h "$addr" $args
     wait_server_exit "$exit_wait" || stacks=1 verdict_fail "dtestsrq server still running $exit_wait s after the client ended"
@@ -216,7 +220,7 @@ run_dtestsrq() {
     need "$cout" "DAPL RC SRQ Test Complete\." "client did not print 'DAPL RC SRQ Test Complete.'"
     refuse "$sout" "$bad_lines" "server reports"
     refuse "$cout" "$bad_lines" "client reports"
-    echo "ok: dtestsrq $args: both sides 'DAPL RC SRQ Test Complete.'"
+    echo "ok: dtestsrq ${args:-(defaults)}: both sides 'DAPL RC SRQ Test Complete.'"
 }
 
 # ---- dapltest --------------------------------------------------------------------
@@ -557,7 +561,7 @@ run_case() {
     dtest-W) run_dtest "-W -B 1000"; result_pingpong ;;
     dtest-D) run_dtest "-D -b 65536 -B $((100 / k))"; result_pingpong ;;
     dtestcm) run_dtestcm ;;
-    dtestsrq) run_dtestsrq ;;
+    dtestsrq | dtestsrq-defaults) run_dtestsrq ;;
     dtestx)  run_dtestx ;;
     dapltest-T-SR) run_transaction "-i $((1000 / k)) -t 1 -w 1" "client SR 256 server SR 256" ;;
     dapltest-T-RR) run_transaction "-i $((500 / k)) -t 1 -w 1" "client RR 4096 client SR 256 server RR 4096 server SR 256" ;;

@@ -10,7 +10,7 @@
 #         named relatively in dat.conf (our registry resolves it beside libdat2)
 #   ofed  OFED's libdat2 (/usr/lib/x86_64-linux-gnu/libdat2.so.2) + our plugin,
 #         named by absolute path (OFED's registry needs one)
-# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq dtestx
+# Cases: dtest (default) dtest-p dtest-c dtest-W dtest-D dtestcm dtestsrq dtestsrq-defaults dtestx
 #        dapltest-T-SR dapltest-T-RR dapltest-T-RW dapltest-T-V
 #        dapltest-P-RW dapltest-P-RR dapltest-Q dapltest-soak (load and soak, ~60 s)
 #        dapltest-L-{ia,pz,cno,evd,ep,rsp,psp,lmr,rpost,size_lmr} (dapltest -T L)

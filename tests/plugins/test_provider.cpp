@@ -4,7 +4,9 @@
 //   ok | noregister (init registers nothing) | openfail (ia_open fails)
 //   | noremove (fini does not remove itself) | threadreg (init registers
 //   from another thread) | openthrow (ia_open throws) | initthrow (init
-//   throws before registering)
+//   throws before registering) | print (init and ia_open print to stdout,
+//   as OFED's providers do) | opencrash (ia_open aborts) | openhang
+//   (ia_open never returns)
 #include "test_provider.hpp"
 
 #include <dat2/udat.h>
@@ -12,12 +14,14 @@
 #include <dat2/dat_registry.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
@@ -73,6 +77,21 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     if (reg->params.find("openthrow") != std::string::npos)
         throw std::runtime_error("test provider: ia_open throws");
+    if (reg->params.find("print") != std::string::npos) {
+        // Both ways a provider reaches stdout: the stdio stream and the fd.
+        std::printf("vm:TEST: ia_open %s says hello on stdout {not JSON\n", name);
+        std::fflush(stdout);
+        static const char kRaw[] = "vm:TEST: and once more through write(1)\n";
+        ssize_t ignored = ::write(1, kRaw, sizeof kRaw - 1);
+        (void)ignored;
+    }
+    // abort(), not a SIGSEGV: the sanitizers turn a SIGSEGV into exit(1),
+    // and the probe's verdict must read the same in every build.
+    if (reg->params.find("opencrash") != std::string::npos)
+        std::abort();
+    if (reg->params.find("openhang") != std::string::npos)
+        for (;;)
+            ::pause();
     auto *o = new Object{&reg->table, nullptr, reg};
     o->ia = o;
     *ia = o;
@@ -182,6 +201,8 @@ EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_para
         ++g_counters.init_calls;
     }
     std::string params = ia_params ? ia_params : "";
+    if (params.find("print") != std::string::npos)
+        std::printf("vm:TEST: dat_provider_init for %s\n", info->ia_name);
     if (params.find("noregister") != std::string::npos)
         return;
     if (params.find("initthrow") != std::string::npos)

@@ -240,7 +240,7 @@ TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
 {
     DAT_RETURN r;
     std::string err = captured_open_error("test-openthrow", &r);
-    EXPECT_EQ(r, DAT_INTERNAL_ERROR);
+    EXPECT_EQ(r, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     EXPECT_NE(err.find("ia_open for 'test-openthrow' threw: test provider: ia_open throws"), std::string::npos) << err;
     EXPECT_EQ(live_registrations(), 0) << "the provider was not finalized";
     err = captured_open_error("test-initthrow", &r);

@@ -45,7 +45,7 @@ netdev=${VERBS_PEER_NETDEV:-$(ip -o -4 addr show | awk -v a="$addr" '{ split($4,
 rdma link show 2>/dev/null | grep -q "netdev $netdev\b" || fail "$netdev ($addr) carries no RDMA device (rdma link show)"
 # "link rxe0/1 state ACTIVE physical_state LINK_UP netdev dummy0": the device (scm's dat.conf entry)
 rdma_dev=$(rdma link show 2>/dev/null | awk -v n="$netdev" '$NF == n { split($2, d, "/"); print d[1]; exit }')
-[ "$pairing" != ours-scm ] || [ -n "$rdma_dev" ] || fail "no RDMA device name for $netdev in 'rdma link show' (the scm entry needs it)"
+case $pairing in ours-scm | ofedconf-scm) [ -n "$rdma_dev" ] || fail "no RDMA device name for $netdev in 'rdma link show' (the scm entry needs it)" ;; esac
 
 peers_start verbs_peers 135
 
@@ -55,10 +55,13 @@ case $pairing in
 ours | ofed) ia=verbs-peer ;;
 ofed-cma | ours-cma) ia=ofa-v2-cma-roe-$netdev ;;
 ours-scm) ia=ofa-v2-scm-roe-$netdev ;;
-*) fail "pairing must be ours, ofed, ofed-cma, ours-cma or ours-scm, not '$pairing'" ;;
+# OFED's own lines for this device with only the library changed to ours.
+ofedconf-cma) ia=ofa-v2-cma-roe-$netdev-dat2 ;;
+ofedconf-scm) ia=ofa-v2-scm-roe-$netdev-dat2 ;;
+*) fail "pairing must be ours, ofed, ofed-cma, ours-cma, ours-scm, ofedconf-cma or ofedconf-scm, not '$pairing'" ;;
 esac
 case $pairing in
-ours | ours-cma | ours-scm)
+ours | ours-cma | ours-scm | ofedconf-cma | ofedconf-scm)
     libname=libdat2_verbs.so
     export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     want_dat2=$libdir/libdat2.so.2
@@ -75,6 +78,8 @@ cat >"$conf" <<CONF
 verbs-peer u2.0 nonthreadsafe default $libname dat2.2.0 "address=$addr" ""
 ofa-v2-cma-roe-$netdev u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 "$netdev 0" ""
 ofa-v2-scm-roe-$netdev u2.0 nonthreadsafe default libdaploscm.so.2 dapl.2.0 "$rdma_dev 1" ""
+ofa-v2-cma-roe-$netdev-dat2 u2.0 nonthreadsafe default libdat2_verbs.so dapl.2.0 "$netdev 0" ""
+ofa-v2-scm-roe-$netdev-dat2 u2.0 nonthreadsafe default libdat2_verbs.so dapl.2.0 "$rdma_dev 1" ""
 CONF
 export DAT_OVERRIDE=$conf
 

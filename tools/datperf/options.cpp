@@ -2,6 +2,8 @@
 // datperf's command line: workloads, sizes, iteration counts and outputs.
 #include "datperf.hpp"
 
+#include "dat2_version.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -184,6 +186,8 @@ void usage(std::FILE *out)
         "  --peer-device DEV   RDMA device of the perftest peers (default: theirs)\n"
         "  --peer-gid N        GID index of the perftest peers (-x; RoCEv2 IPv4 on rxe: 1)\n"
         "\n"
+        "--version prints datperf's version (dat2's), --help this text.\n"
+        "\n"
         "Exit status: 0 measured, 1 a DAT call, a connection, a child process or an\n"
         "output failed (the reason is on stderr), 2 bad usage. A peer that fails shows\n"
         "in the table, not in the exit status. More: tools/datperf/README.md.\n",
@@ -270,6 +274,10 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
         std::string v;
         if (a == "-h" || a == "--help") {
             usage(stdout);
+            *exit_code = 0;
+            return false;
+        } else if (a == "--version") {
+            std::printf("datperf %s (dat2)\n", DAT2_VERSION);
             *exit_code = 0;
             return false;
         } else if (a == "-P" || a == "--provider") {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Every DAT_PROVIDER slot runs inside guarded(): no C++ exception crosses
-// the C boundary; std::bad_alloc becomes DAT_INSUFFICIENT_RESOURCES.
+// The C boundary. Every function the project exports (libdat2's DAT calls,
+// the kit's DAT_PROVIDER slots) runs its body inside guarded(): no C++
+// exception crosses into C; std::bad_alloc becomes DAT_INSUFFICIENT_RESOURCES,
+// anything else DAT_INTERNAL_ERROR, each with the error class bit set.
 #pragma once
 
 #include "dat2_internal.h"
@@ -9,7 +11,7 @@
 #include <exception>
 #include <new>
 
-namespace dat2::kit {
+namespace dat2 {
 
 template <class F> DAT_RETURN guarded(const char *call, F &&body) noexcept {
     try {
@@ -32,8 +34,9 @@ template <class F> DAT_RETURN guarded(const char *call, F &&body) noexcept {
 inline constexpr DAT_RETURN kQueueEmpty = DAT_QUEUE_EMPTY;
 inline constexpr DAT_RETURN kTimeoutExpired = DAT_TIMEOUT_EXPIRED;
 
+// DAT_INVALID_PARAMETER naming the argument at `position` (1-based).
 inline DAT_RETURN invalid_arg(int position) {
     return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1 + (position - 1));
 }
 
-} // namespace dat2::kit
+} // namespace dat2

@@ -1,0 +1,538 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// DTO records and the order of their completions: the post path of
+// dat_ep_post_send/recv/rdma_read/rdma_write (checks, LMR triplets, records,
+// the transport's post), receives held until the transport can take them,
+// completions turned into events in the order DAT promises (requests in
+// posting order, suppressed successes silent), and flushes.
+#include "dto.hpp"
+
+#include "boundary.hpp"
+#include "ep.hpp"
+#include "lmr.hpp"
+#include "slots.hpp"
+#include "srq.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+namespace dat2::kit {
+
+// ---- records ------------------------------------------------------------------
+
+// (Re)builds the DTO record pools; no DTO may be outstanding.
+void ep_build_records(Ep &ep) {
+    std::lock_guard<Lock> lock(ep.ops_mu);
+    std::vector<Op> ops(static_cast<std::size_t>(ep.attr.max_request_dtos + ep.attr.max_recv_dtos));
+    ep.ops.swap(ops);
+    ep.free_requests = ep.free_recvs = nullptr;
+    for (std::size_t i = ep.ops.size(); i-- > 0;) {
+        Op &op = ep.ops[i];
+        op.ep = &ep;
+        op.is_recv = i >= static_cast<std::size_t>(ep.attr.max_request_dtos);
+        Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+        op.next_free = head;
+        head = &op;
+    }
+    ep.recvs_posted = 0;
+    ep.requests_posted = 0;
+    ep.reads_posted = 0;
+    ep.req_held.assign(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)), nullptr);
+    ep.req_ops.assign(ep.req_held.size(), nullptr);
+    ep.req_report_rseq = ep.req_next_rseq;
+    ep.requests_failed = false;
+}
+
+void op_recycle_locked(Op &op) {
+    Ep &ep = *op.ep;
+    op.state.store(Op::kFree, std::memory_order_relaxed);
+    Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
+    op.next_free = head;
+    head = &op;
+    (op.is_recv ? ep.recvs_posted : ep.requests_posted).fetch_sub(1, std::memory_order_relaxed);
+    if (!op.is_recv && op.operation == DAT_DTO_RDMA_READ)
+        ep.reads_posted.fetch_sub(1, std::memory_order_release);
+}
+
+void op_recycle(Op &op) {
+    if (op.srq) {
+        srq_op_done(op);
+        return;
+    }
+    std::lock_guard<Lock> lock(op.ep->ops_mu);
+    op_recycle_locked(op);
+}
+
+namespace {
+
+Op *op_take(Ep &ep, bool recv) {
+    std::lock_guard<Lock> lock(ep.ops_mu);
+    Op *&head = recv ? ep.free_recvs : ep.free_requests;
+    Op *op = head;
+    if (!op)
+        return nullptr;
+    head = op->next_free;
+    (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
+    if (!recv) {
+        op->rseq = ep.req_next_rseq++;
+        __atomic_store_n(&ep.req_ops[op->rseq % ep.req_ops.size()], op, __ATOMIC_RELEASE);
+    }
+    op->seq = ep.next_seq++;
+    return op;
+}
+
+} // namespace
+
+Op *ep_take_op(Ep &ep, Evd &evd, bool recv) {
+    if (Op *op = op_take(ep, recv))
+        return op;
+    // Completions of suppressed DTOs come back only when someone reads the
+    // queue; a consumer that never dequeues its request EVD (every send
+    // suppressed) still gets its records back.
+    {
+        std::lock_guard<Lock> lock(evd.mu);
+        evd_drain_all_locked(evd);
+    }
+    evd_wake(evd); // what moved into the EVD wakes its waiter
+    return op_take(ep, recv);
+}
+
+// Takes back every record: nothing of this EP can complete any more.
+void ep_reclaim_records(Ep &ep) {
+    std::lock_guard<Lock> lock(ep.ops_mu);
+    for (Op &op : ep.ops)
+        if (op.state.load() == Op::kFlushed || op.state.load() == Op::kHeld)
+            op_recycle_locked(op);
+    std::fill(ep.req_held.begin(), ep.req_held.end(), nullptr);
+    ep.req_report_rseq = ep.req_next_rseq;
+    ep.requests_failed = false;
+}
+
+// ---- receives before the transport can take them ---------------------------------
+
+namespace {
+
+// Keeps a receive until ep_transport_ready(); false when the transport has
+// become ready meanwhile (the caller posts it).
+bool hold_receive(Ep &ep, Op &op, const Segment *segs, int nsegs) {
+    std::lock_guard<Lock> lock(ep.pending_mu);
+    if (ep.transport_ready.load(std::memory_order_relaxed))
+        return false;
+    ep.pending_recvs.push_back({&op, std::vector<Segment>(segs, segs + nsegs)});
+    return true;
+}
+
+} // namespace
+
+void ep_transport_ready(Ep &ep) {
+    std::lock_guard<Lock> lock(ep.pending_mu);
+    for (Ep::PendingRecv &p : ep.pending_recvs) {
+        // A receive the transport refuses now stays posted in the kit's
+        // books and is flushed with the connection.
+        if (DAT_RETURN r = ep.ia->transport->post(ep, PostKind::kRecv, *p.op, p.segs.data(),
+                                                  static_cast<int>(p.segs.size()), nullptr, DAT_COMPLETION_DEFAULT_FLAG))
+            DAT2_ERR("%s: EP %p: a receive posted before the connection was refused: 0x%x\n", ep.ia->name.c_str(),
+                     (void *)&ep, r);
+    }
+    ep.pending_recvs.clear();
+    ep.transport_ready.store(true, std::memory_order_release);
+}
+
+// ---- the post path ------------------------------------------------------------------
+
+namespace {
+
+// DAT_COMPLETION_BARRIER_FENCE_FLAG: the operation starts only after every
+// earlier RDMA read of the EP has completed. Transports without a fence of
+// their own (libfabric tcp) get it here: completions are moved into the
+// request EVD (nothing is lost or reordered) until the reads are done.
+DAT_RETURN wait_for_reads(Ep &ep) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (ep.reads_posted.load(std::memory_order_acquire) > 0) {
+        if (ep.state.load() != DAT_EP_STATE_CONNECTED)
+            return DAT_SUCCESS; // flushed: nothing left to wait for
+        if (std::chrono::steady_clock::now() > deadline) {
+            DAT2_ERR("EP %p: RDMA reads did not complete within 30 s; fenced DTO not posted\n", (void *)&ep);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        }
+        {
+            std::lock_guard<Lock> lock(ep.request_evd->mu);
+            evd_drain_all_locked(*ep.request_evd);
+        }
+        std::this_thread::yield();
+    }
+    return DAT_SUCCESS;
+}
+
+void flushed_now(Ep &ep, Op &op) {
+    Evd *evd = op.is_recv ? ep.recv_evd : ep.request_evd;
+    if (!op.is_recv && evd) {
+        op.state.store(Op::kHeld, std::memory_order_release);
+        evd_request_done(*evd, op, DAT_DTO_ERR_FLUSHED, false, false);
+        return;
+    }
+    DAT_EVENT e = dto_event(op, DAT_DTO_ERR_FLUSHED, 0);
+    op_recycle(op);
+    if (evd)
+        evd_push(*evd, e);
+}
+
+// One instance per kind of DTO: the checks that depend on the kind fold
+// away at compile time.
+template <PostKind kind>
+DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
+    Ep *ep;
+    if (DAT_RETURN r = handle_cast(ep_handle, ep))
+        return r;
+    const bool recv = kind == PostKind::kRecv;
+    if (recv && ep->srq)
+        return DAT_ERROR(DAT_INVALID_STATE, 0); // dat_ep_create_with_srq(3DAT): receives go to the SRQ
+    DAT_COUNT max_iov = recv ? ep->attr.max_recv_iov
+                        : kind == PostKind::kSend ? ep->attr.max_request_iov
+                        : kind == PostKind::kRdmaRead ? ep->attr.max_rdma_read_iov
+                                                      : ep->attr.max_rdma_write_iov;
+    if (n < 0 || n > max_iov)
+        return invalid_arg(2);
+    if (n > 0 && !iov)
+        return invalid_arg(3);
+    const int flags_arg = (kind == PostKind::kSend || recv) ? 5 : 6;
+    if (flags & ~kValidCompletionFlags)
+        return invalid_arg(flags_arg);
+    // dat_ep_post_send(3DAT) and the others: "The value of
+    // DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the Endpoint Request
+    // [Recv] Completion Flags DAT_COMPLETION_UNSIGNALLED_FLAG."
+    if ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
+        !((recv ? ep->attr.recv_completion_flags : ep->attr.request_completion_flags) &
+          DAT_COMPLETION_UNSIGNALLED_FLAG)) {
+        DAT2_LOG(log::kGeneric, "EP %p: DAT_COMPLETION_UNSIGNALLED_FLAG on a %s, but the EP's %s completion flags "
+                                "do not allow it\n",
+                 (void *)ep, recv ? "receive" : "request", recv ? "recv" : "request");
+        return invalid_arg(flags_arg);
+    }
+    if (!recv && kind != PostKind::kSend && !remote)
+        return invalid_arg(5);
+    DAT_EP_STATE state = ep->state.load(std::memory_order_acquire);
+    if (!recv && state != DAT_EP_STATE_CONNECTED && state != DAT_EP_STATE_DISCONNECTED)
+        return DAT_ERROR(DAT_INVALID_STATE, state == DAT_EP_STATE_DISCONNECT_PENDING
+                                                ? DAT_INVALID_STATE_EP_DISCPENDING
+                                                : DAT_INVALID_STATE_EP_NOTREADY);
+    Evd *evd = recv ? ep->recv_evd : ep->request_evd;
+    if (!evd)
+        return DAT_ERROR(DAT_INVALID_STATE, recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
+    const DAT_MEM_PRIV_FLAGS need =
+        (recv || kind == PostKind::kRdmaRead) ? DAT_MEM_PRIV_LOCAL_WRITE_FLAG : DAT_MEM_PRIV_LOCAL_READ_FLAG;
+    Segment segs[kMaxIov];
+    int nsegs = 0;
+    std::uint64_t total = 0;
+    if (DAT_RETURN r = resolve_segments(*ep->ia, ep->pz, iov, n, need, segs, nsegs, total))
+        return r;
+    // A receive may offer more room than any message needs; a send may not
+    // exceed what the EP was created for (0: no limit was given).
+    if (kind == PostKind::kSend && ep->attr.max_message_size && total > ep->attr.max_message_size)
+        return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    // dat_ep_post_rdma_read(3DAT), _write: the remote buffer holds it all.
+    if ((kind == PostKind::kRdmaRead || kind == PostKind::kRdmaWrite) && total > remote->segment_length)
+        return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    const Capabilities &caps = ep->ia->caps;
+    if ((flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) && !recv && !caps.fence && state == DAT_EP_STATE_CONNECTED)
+        if (DAT_RETURN r = wait_for_reads(*ep))
+            return r;
+    // Requests of a transport that completes them in order keep the order
+    // of their posting sequence in its queue (Capabilities::requests_in_order).
+    struct OrderLock {
+        Lock *mu;
+        ~OrderLock() {
+            if (mu)
+                mu->unlock();
+        }
+    } order_lock{!recv && caps.requests_in_order ? &ep->post_mu : nullptr};
+    if (order_lock.mu)
+        order_lock.mu->lock();
+    Op *op = ep_take_op(*ep, *evd, recv);
+    if (!op)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    if (kind == PostKind::kRdmaRead)
+        ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
+    op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
+    op->operation = recv ? DAT_DTO_RECEIVE
+                    : kind == PostKind::kSend ? DAT_DTO_SEND
+                    : kind == PostKind::kRdmaRead ? DAT_DTO_RDMA_READ
+                                                  : DAT_DTO_RDMA_WRITE;
+    op->cookie = cookie;
+    op->length = static_cast<std::uint32_t>(total);
+    op->ext = ext ? ext->kind : ExtKind::kNone;
+    if (ext) {
+        op->operation = ext_operation(ext->kind);
+        op->immed = ext->immed;
+        op->operand[0] = ext->operand[0];
+        op->operand[1] = ext->operand[1];
+    }
+    op->state.store(Op::kPosted, std::memory_order_release);
+    if (state == DAT_EP_STATE_DISCONNECTED) {
+        // dat_ep_post_recv(3DAT): allowed, and flushed at once.
+        op->state.store(Op::kFlushed, std::memory_order_relaxed);
+        flushed_now(*ep, *op);
+        return DAT_SUCCESS;
+    }
+    DAT_RETURN r = DAT_SUCCESS;
+    if (!recv || ep->transport_ready.load(std::memory_order_acquire) || !hold_receive(*ep, *op, segs, nsegs))
+        r = ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
+                : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
+    if (r != DAT_SUCCESS) {
+        // The post failed: the record goes back (a request's turn in the
+        // posting order passes without an event).
+        std::uint8_t expected = Op::kPosted;
+        if (recv) {
+            if (op->state.compare_exchange_strong(expected, Op::kFree))
+                op_recycle(*op);
+        } else if (op->state.compare_exchange_strong(expected, Op::kHeld)) {
+            evd_request_done(*evd, *op, DAT_DTO_SUCCESS, true, false);
+        }
+    } else if (recv && ep_watermarks_armed(*ep)) {
+        ep_check_watermarks(*ep, false);
+    }
+    return r;
+}
+
+} // namespace
+
+DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext) {
+    switch (kind) {
+    case PostKind::kSend:
+        return post_dto<PostKind::kSend>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRecv:
+        return post_dto<PostKind::kRecv>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaRead:
+        return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaWrite:
+        return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags, ext);
+    }
+    return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+}
+
+DAT_RETURN ep_fence_reads(Ep &ep) { return wait_for_reads(ep); }
+
+static void with_evds(Ep &ep, void (*fn)(Evd &)) {
+    Evd *list[2] = {ep.request_evd, ep.recv_evd != ep.request_evd ? ep.recv_evd : nullptr};
+    for (Evd *evd : list)
+        if (evd)
+            fn(*evd);
+}
+
+void ep_drain_completions(Ep &ep) {
+    with_evds(ep, [](Evd &evd) {
+        {
+            std::lock_guard<Lock> lock(evd.mu);
+            evd_drain_all_locked(evd);
+        }
+        // What moved out of the queue no longer wakes anyone by itself.
+        evd_wake(evd);
+    });
+}
+
+void ep_flush_outstanding(Ep &ep) {
+    {
+        // Receives the transport never had are flushed with the rest below.
+        std::lock_guard<Lock> lock(ep.pending_mu);
+        ep.pending_recvs.clear();
+    }
+    std::vector<Op *> pending;
+    for (Op &op : ep.ops) {
+        std::uint8_t expected = Op::kPosted;
+        if (op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_acq_rel))
+            pending.push_back(&op);
+    }
+    std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
+    for (Op *op : pending) {
+        Evd *evd = op->is_recv ? ep.recv_evd : ep.request_evd;
+        if (evd && !op->is_recv) {
+            // In posting order, releasing the requests completed behind it.
+            evd_request_done(*evd, *op, DAT_DTO_ERR_FLUSHED, false, true);
+        } else if (evd) {
+            DAT_EVENT e = dto_event(*op, DAT_DTO_ERR_FLUSHED, 0);
+            evd_push(*evd, e);
+        }
+        // The record stays kFlushed until the transport's own completion for
+        // it shows up (dropped then) or the EP is reset or freed.
+    }
+    if (ep.srq)
+        srq_ep_flushed(ep);
+}
+
+// ---- completions in DAT's order ------------------------------------------------------
+
+namespace {
+
+// Reports a request whose turn it is; its record is recycled unless it
+// stays kFlushed until the transport's late completion for it.
+void report_request_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent) {
+    if (!silent && !(op.suppress && status == DAT_DTO_SUCCESS)) {
+        DAT_EVENT &e = evd_completion_slot_locked(evd);
+        fill_dto_event(e, op, status, length);
+        e.evd_handle = &evd;
+    }
+    if (op.state.load(std::memory_order_acquire) != Op::kFlushed)
+        op_recycle(op);
+}
+
+} // namespace
+
+void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
+                         bool flushing) {
+    Ep &ep = *op.ep;
+    const std::size_t n = ep.req_held.size();
+    if (op.rseq != ep.req_report_rseq && n > 0) {
+        // An earlier request of the EP is still outstanding: wait for it.
+        op.held_status = status;
+        op.held_length = length;
+        op.held_silent = silent;
+        ep.req_held[op.rseq % n] = &op;
+        return;
+    }
+    // dat_ep_disconnect(3DAT): "If an in-progress DTO is completed
+    // unsuccessfully, all follow on in-progress DTOs in the same direction
+    // also must be completed unsuccessfully" -- also when the transport
+    // reported them done: libfabric tcp completes a send once the kernel has
+    // it, so a send behind a write that then fails may never have arrived.
+    if (ep.requests_failed && status == DAT_DTO_SUCCESS && !silent)
+        status = DAT_DTO_ERR_FLUSHED;
+    report_request_locked(evd, op, status, length, silent);
+    ++ep.req_report_rseq;
+    bool failed = flushing || status != DAT_DTO_SUCCESS || ep.requests_failed;
+    while (n > 0) {
+        Op *h = ep.req_held[ep.req_report_rseq % n];
+        if (!h || h->rseq != ep.req_report_rseq)
+            break;
+        ep.req_held[ep.req_report_rseq % n] = nullptr;
+        const DAT_DTO_COMPLETION_STATUS st =
+            failed && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
+        failed = failed || st != DAT_DTO_SUCCESS;
+        report_request_locked(evd, *h, st, h->held_length, h->held_silent);
+        ++ep.req_report_rseq;
+    }
+    ep.requests_failed = failed;
+}
+
+namespace {
+
+// A request a later completion stands for (Capabilities::requests_in_order): only a
+// suppressed send or RDMA write may have been posted without a completion.
+bool completes_implicitly(const Op &op) {
+    return op.suppress && op.ext == ExtKind::kNone &&
+           (op.operation == DAT_DTO_SEND || op.operation == DAT_DTO_RDMA_WRITE);
+}
+
+// `x`, a request of a transport that completes requests in order, has
+// completed: the requests of its EP posted before it (Ep::post_mu made
+// that the queue's order) and still posted went out without a completion
+// of their own, and succeeded. Reported in order (silently: they were
+// suppressed), up to the first that is something else.
+void report_implied_locked(Evd &evd, const Op &x) {
+    Ep &ep = *x.ep;
+    const std::size_t n = ep.req_ops.size();
+    while (ep.req_report_rseq != x.rseq) {
+        Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq % n], __ATOMIC_ACQUIRE);
+        if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
+            return;
+        std::uint8_t expected = Op::kPosted;
+        if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))
+            return;
+        request_done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
+    }
+}
+
+} // namespace
+
+void dto_consume_locked(Evd &evd, const Completion *c, int n) {
+    for (int i = 0; i < n; ++i) {
+        Op &op = *c[i].op;
+        if (c[i].ep)
+            op.ep = c[i].ep; // a receive of an SRQ: the EP that took it
+        if (!op.is_recv) {
+            // Requests: reported in posting order (request_done_locked).
+            std::uint8_t expected = Op::kPosted;
+            if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
+                // Flushed by a disconnect: drop the late one (a flush still
+                // waiting for its turn keeps its record until the EP is reset).
+                const std::size_t held = op.ep->req_held.size();
+                if (!held || op.ep->req_held[op.rseq % held] != &op)
+                    op_recycle(op);
+                continue;
+            }
+            if (op.rseq != op.ep->req_report_rseq && op.ep->ia->caps.requests_in_order)
+                report_implied_locked(evd, op);
+            request_done_locked(evd, op, c[i].status, c[i].length, false, false);
+            continue;
+        }
+        std::uint8_t expected = Op::kPosted;
+        if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
+            // Already reported as flushed by a disconnect: drop the late one.
+            op_recycle(op);
+            continue;
+        }
+        // A suppressed receive's event is still built: the invalidation
+        // below happens either way.
+        DAT_EVENT unreported;
+        DAT_EVENT &e =
+            op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
+        fill_dto_event(e, op, c[i].status, c[i].length);
+        if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
+            ext_event(e, op, &c[i]); // a receive consumed by immediate data
+        e.evd_handle = &evd;
+        if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
+            rmr_invalidate(*op.ep, c[i].rmr_context, e);
+        op_recycle(op);
+    }
+}
+
+DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
+    DAT_EVENT e;
+    fill_dto_event(e, op, status, length);
+    return e;
+}
+
+void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_DTO_COMPLETION_EVENT;
+    auto &d = e.event_data.dto_completion_event_data;
+    d.ep_handle = op.ep;
+    d.user_cookie = op.cookie;
+    d.status = status;
+    d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
+    d.operation = op.operation;
+    if (op.ext != ExtKind::kNone) {
+        if (op.ext == ExtKind::kRmrBind)
+            rmr_bind_event(e, op, status);
+        else
+            ext_event(e, op, nullptr);
+    }
+}
+
+namespace slot {
+
+DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_send", [&] { return post_dto<PostKind::kSend>(ep, n, iov, cookie, nullptr, flags); });
+}
+
+DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                        DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_recv", [&] { return post_dto<PostKind::kRecv>(ep, n, iov, cookie, nullptr, flags); });
+}
+
+DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_rdma_read",
+                   [&] { return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags); });
+}
+
+DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    return guarded("dat_ep_post_rdma_write",
+                   [&] { return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags); });
+}
+
+} // namespace slot
+} // namespace dat2::kit

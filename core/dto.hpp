@@ -1,0 +1,58 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// DTO records and the order of their completions (core/dto.cpp), for the
+// kit's other files.
+#pragma once
+
+#include "internal.hpp"
+
+namespace dat2::kit {
+
+// (Re)builds an EP's record pools; no DTO may be outstanding.
+void ep_build_records(Ep &ep);
+// Returns a DTO record to its EP's free list (ops_mu held for the _locked one).
+void op_recycle(Op &op);
+void op_recycle_locked(Op &op);
+// A free record of `ep` for a receive or a request (counted as posted; its
+// rseq taken for a request); `evd`, where its completion goes, is drained
+// once when none is free. nullptr when the queue is full.
+Op *ep_take_op(Ep &ep, Evd &evd, bool recv);
+// Takes back every record: nothing of the EP can complete any more.
+void ep_reclaim_records(Ep &ep);
+
+// A request of `op.ep` is done (its state no longer kPosted): reported now,
+// with every held one after it, when all earlier requests are, else held
+// until they are (Ep::req_held). `silent`: no event (a post that failed);
+// `flushing`: held successes released by it are reported flushed. Holds
+// evd.mu (the _locked form) or takes it and wakes the EVD's waiters (evd.cpp).
+void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
+                         bool flushing);
+void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing);
+// Turns completions read from the transport into events; evd.mu held.
+void dto_consume_locked(Evd &evd, const Completion *c, int n);
+// Where the next completion event of the EVD is built (evd.cpp); evd.mu held.
+DAT_EVENT &evd_completion_slot_locked(Evd &evd);
+
+// Reports every posted DTO of the EP as flushed, in posting order, on its
+// EVDs. Called once the transport guarantees nothing more completes.
+void ep_flush_outstanding(Ep &ep);
+// Moves every completion queued for the EP's EVDs into their FIFOs.
+void ep_drain_completions(Ep &ep);
+
+// An extended DTO (core/ext.cpp) riding on ep_post: checked as the
+// PostKind given (kRdmaWrite or kRdmaRead), posted with Transport::post_ext.
+struct ExtPost {
+    ExtKind kind;
+    std::uint32_t immed;
+    std::uint64_t operand[2];
+};
+// The DAT_DTOS an extended DTO reports (DAT_IB_DTO_*).
+DAT_DTOS ext_operation(ExtKind kind);
+// The DTO post path of dat_ep_post_send/recv/rdma_read/rdma_write (checks,
+// LMR triplets, records), for the calls of other files that end in a DTO.
+DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                   const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr);
+// DAT_COMPLETION_BARRIER_FENCE_FLAG: returns once the EP's earlier RDMA
+// Reads have completed (or the connection is gone).
+DAT_RETURN ep_fence_reads(Ep &ep);
+
+} // namespace dat2::kit

@@ -1,0 +1,504 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Connections over libfabric MSG endpoints: the event queue (read on the
+// IA's event loop), connect, listen, accept, reject, disconnect, and the
+// link timeout on a connection's TCP socket.
+#include "ofi.hpp"
+
+#include "log.hpp"
+#include "sockaddr.hpp"
+
+#include <arpa/inet.h>
+#include <cstring>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace dat2::ofi {
+
+namespace {
+
+OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
+
+// An EVD got another queue: a consumer asleep in dat_evd_wait looks again
+// (its fd is another now).
+void wake_evds(kit::Ep &ep) {
+    for (kit::Evd *evd : {ep.request_evd, ep.recv_evd})
+        if (evd)
+            kit::evd_wake(*evd);
+}
+
+} // namespace
+
+// ---- the event queue ---------------------------------------------------------------
+
+void OfiTransport::read_event_queue() {
+    alignas(fi_eq_cm_entry) unsigned char buf[sizeof(fi_eq_cm_entry) + 512];
+    for (;;) {
+        std::uint32_t event = 0;
+        ssize_t n = fi_eq_read(eq_, &event, buf, sizeof buf, 0);
+        if (n == -FI_EAGAIN)
+            return;
+        if (n == -FI_EAVAIL) {
+            handle_cm_error();
+            continue;
+        }
+        if (n < 0) {
+            DAT2_ERR("%s: fi_eq_read: %s\n", name(), fi_text(static_cast<int>(n)));
+            return;
+        }
+        handle_cm_event(event, buf, n);
+    }
+}
+
+OfiEp *OfiTransport::ep_by_fid(const fid *f) {
+    auto it = eps_by_fid_.find(f);
+    return it == eps_by_fid_.end() ? nullptr : it->second;
+}
+
+void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) {
+    auto *entry = static_cast<fi_eq_cm_entry *>(buf);
+    const unsigned char *pdata = nullptr;
+    std::size_t pdata_len = 0;
+    DAT_CONN_QUAL asked = 0; // what a connection request names
+    const bool framed = cm_event_pdata(entry, len, 0, pdata, pdata_len, &asked);
+    kit::ConnectionReport report;
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        switch (event) {
+        case FI_CONNREQ: {
+            auto it = psps_.find(entry->fid);
+            if (it == psps_.end()) {
+                fi_freeinfo(entry->info); // the PSP is going away
+                return;
+            }
+            OfiPsp &opsp = *it->second;
+            if (framed && asked != opsp.conn_qual) {
+                refuse_other_qual(opsp, entry->info, asked);
+                return;
+            }
+            // psp_close() waits for this handler before the PSP goes.
+            lock.unlock();
+            const sockaddr *remote = static_cast<const sockaddr *>(entry->info->dest_addr);
+            kit::on_connection_request(*opsp.owner, entry->info, remote, pdata, pdata_len);
+            return;
+        }
+        case FI_CONNECTED: {
+            OfiEp *oep = ep_by_fid(entry->fid);
+            if (!oep)
+                return;
+            sockaddr_storage local{};
+            std::size_t llen = sizeof local;
+            DAT_PORT_QUAL port = 0;
+            if (fi_getname(&oep->ep->fid, &local, &llen) == 0)
+                port = kit::port_of(local);
+            if (params_.link_timeout_ms && !bound_link_timeout(oep->ep, params_.link_timeout_ms))
+                DAT2_ERR("%s: link_timeout_ms has no effect on EP %p: provider '%s' shows no TCP socket of "
+                         "its connection\n",
+                         name(), (void *)oep->owner, params_.provider.c_str());
+            report.established(*oep->owner, pdata, pdata_len, port);
+            break;
+        }
+        case FI_SHUTDOWN: {
+            OfiEp *oep = ep_by_fid(entry->fid);
+            if (!oep)
+                return;
+            loop().disarm(oep->disconnect_timer);
+            report.disconnected(*oep->owner, false);
+            break;
+        }
+        default:
+            DAT2_LOG(log::kGeneric, "%s: ignoring event %u\n", name(), event);
+            return;
+        }
+    }
+    report.deliver();
+}
+
+void OfiTransport::handle_cm_error() {
+    fi_eq_err_entry err{};
+    if (fi_eq_readerr(eq_, &err, 0) < 0)
+        return;
+    kit::ConnectionReport report;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        OfiEp *oep = err.fid ? ep_by_fid(err.fid) : nullptr;
+        if (!oep) {
+            DAT2_LOG(log::kGeneric, "%s: event queue error %s for a closed object\n", name(), fi_text(err.err));
+            return;
+        }
+        kit::Ep &ep = *oep->owner;
+        const DAT_EP_STATE state = kit::ep_state(ep);
+        const unsigned char *pdata = nullptr;
+        std::size_t pdata_len = 0;
+        // Our header with kind "reject" means the peer's consumer refused;
+        // a refusal without it comes from the network (nobody listens).
+        const bool peer = unframe_cm_data(err.err_data, err.err_data_size, kCmReject, pdata, pdata_len);
+        if (state == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
+            DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
+            if (peer)
+                reason = DAT_CONNECTION_EVENT_PEER_REJECTED;
+            else if (err.err == FI_ETIMEDOUT)
+                reason = DAT_CONNECTION_EVENT_TIMED_OUT;
+            else if (err.err == FI_EHOSTUNREACH || err.err == FI_ENETUNREACH || err.err == FI_EADDRNOTAVAIL)
+                reason = DAT_CONNECTION_EVENT_UNREACHABLE;
+            DAT2_LOG(log::kGeneric, "%s: connect on EP %p failed: %s\n", name(), (void *)&ep, fi_text(err.err));
+            close_endpoint(*oep);
+            report.connect_failed(ep, reason, pdata, pdata_len);
+        } else if (state == DAT_EP_STATE_COMPLETION_PENDING) {
+            close_endpoint(*oep);
+            report.connect_failed(ep, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR);
+        } else {
+            DAT2_LOG(log::kGeneric, "%s: connection of EP %p broke: %s\n", name(), (void *)&ep, fi_text(err.err));
+            loop().disarm(oep->disconnect_timer);
+            report.disconnected(ep, true);
+        }
+    }
+    report.deliver();
+}
+
+// ---- the active side -----------------------------------------------------------------
+
+DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                                 std::size_t pdata_len, DAT_TIMEOUT) {
+    sockaddr_storage dest = kit::with_port(addr, kit::port_of_qual(qual));
+    fi_info *hints = fi_dupinfo(info_);
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    std::free(hints->dest_addr);
+    hints->dest_addr = std::malloc(kit::sockaddr_size(addr));
+    if (!hints->dest_addr) {
+        fi_freeinfo(hints);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    std::memcpy(hints->dest_addr, &dest, kit::sockaddr_size(addr));
+    hints->dest_addrlen = kit::sockaddr_size(addr);
+    hints->addr_format = addr->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+    if (addr->sa_family != addr_.ss_family) {
+        std::free(hints->src_addr);
+        hints->src_addr = nullptr;
+        hints->src_addrlen = 0;
+    }
+    fi_info *cinfo = nullptr;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &cinfo);
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: no route to the requested address: %s\n", name(), fi_text(rc));
+        return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+    }
+    unsigned char buf[512];
+    std::size_t len = frame_cm_data(kCmConnect, pdata, pdata_len, buf, qual);
+    OfiEp &oep = oep_of(ep);
+    DAT_RETURN r;
+    bool grown = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        r = make_endpoint(oep, cinfo, grown);
+    }
+    if (grown)
+        wake_evds(ep);
+    if (r == DAT_SUCCESS) {
+        // Receives posted so far go in before the peer can send anything.
+        kit::ep_transport_ready(ep);
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!oep.ep) {
+            r = DAT_ERROR(DAT_INVALID_STATE, 0); // a concurrent reset or free
+        } else if ((rc = fi_connect(oep.ep, cinfo->dest_addr, buf, len))) {
+            // dat_ep_connect(3DAT): an address the provider can tell is
+            // unusable right away is DAT_INVALID_ADDRESS.
+            DAT2_ERR("%s: fi_connect: %s\n", name(), fi_text(rc));
+            close_endpoint(oep);
+            r = DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
+        }
+    }
+    fi_freeinfo(cinfo);
+    return r;
+}
+
+void OfiTransport::connect_cancel(kit::Ep &ep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    close_endpoint(oep_of(ep));
+}
+
+DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool) {
+    // tcp delivers what was queued before the FIN, graceful or not.
+    kit::ConnectionReport report;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        OfiEp &oep = oep_of(ep);
+        const DAT_EP_STATE s = kit::ep_state(ep);
+        if (s == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING || s == DAT_EP_STATE_COMPLETION_PENDING || !oep.ep) {
+            // Aborting establishment: nothing will report it, so report it here.
+            close_endpoint(oep);
+            report.disconnected(ep, false);
+        } else if (int rc = fi_shutdown(oep.ep, 0)) {
+            DAT2_LOG(log::kGeneric, "%s: fi_shutdown: %s\n", name(), fi_text(rc));
+            report.disconnected(ep, false);
+        } else {
+            // FI_SHUTDOWN comes back on the event queue; should it not, the
+            // disconnect completes after this long.
+            oep.shutdown_sent = true;
+            loop().arm(oep.disconnect_timer, kit::Deadline::after(std::chrono::seconds(2)));
+        }
+    }
+    report.deliver();
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::disconnect_expired(std::uint64_t id) {
+    kit::ConnectionReport report;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = eps_by_id_.find(id);
+        if (it == eps_by_id_.end() || !it->second->shutdown_sent)
+            return;
+        report.disconnected(*it->second->owner, false);
+    }
+    report.deliver();
+}
+
+// dat_ep_set_watermark's hard watermark, asked from inside a kit callback:
+// the loop breaks the connection.
+DAT_RETURN OfiTransport::ep_break(kit::Ep &ep) {
+    const std::uint64_t id = oep_of(ep).id;
+    loop().post([this, id] { break_connection(id); });
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::break_connection(std::uint64_t id) {
+    kit::ConnectionReport report;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = eps_by_id_.find(id);
+        if (it == eps_by_id_.end() || !it->second->ep)
+            return;
+        OfiEp &oep = *it->second;
+        const DAT_EP_STATE s = kit::ep_state(*oep.owner);
+        if (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING)
+            return;
+        fi_shutdown(oep.ep, 0);
+        loop().disarm(oep.disconnect_timer);
+        report.disconnected(*oep.owner, true);
+    }
+    report.deliver();
+}
+
+// ---- the passive side ----------------------------------------------------------------
+
+DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, void *&tp) {
+    const std::uint16_t port = qual ? kit::port_of_qual(*qual) : 0;
+    fi_info *hints = fi_dupinfo(info_);
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    auto *src = static_cast<sockaddr_storage *>(std::calloc(1, sizeof(sockaddr_storage)));
+    if (!src) {
+        fi_freeinfo(hints);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
+    std::memcpy(src, &addr_, kit::sockaddr_size(address()));
+    kit::set_port(*src, port);
+    std::free(hints->src_addr);
+    hints->src_addr = src;
+    hints->src_addrlen = kit::sockaddr_size(address());
+    fi_info *pinfo = nullptr;
+    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &pinfo);
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: fi_getinfo for a listener: %s\n", name(), fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    auto opsp = std::make_unique<OfiPsp>();
+    opsp->owner = &psp;
+    const char *step = "fi_passive_ep";
+    rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
+    fi_freeinfo(pinfo);
+    if (rc == 0) {
+        step = "bind";
+        rc = fi_pep_bind(opsp->pep, &eq_->fid, 0);
+    }
+    if (rc == 0) {
+        // Known before it listens: a request may come at once.
+        std::lock_guard<std::mutex> lock(mu_);
+        opsp->conn_qual = qual ? *qual : 0;
+        psps_[&opsp->pep->fid] = opsp.get();
+        step = "listen";
+        rc = fi_listen(opsp->pep);
+        if (rc)
+            psps_.erase(&opsp->pep->fid);
+    }
+    if (rc) {
+        if (rc != -FI_EADDRINUSE)
+            DAT2_ERR("%s: %s on qualifier %llu: %s\n", name(), step, static_cast<unsigned long long>(qual ? *qual : 0),
+                     fi_text(rc));
+        if (opsp->pep)
+            fi_close(&opsp->pep->fid);
+        return rc == -FI_EADDRINUSE ? DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0) : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    // The consumer's qualifier as given (not its port); the port the
+    // provider chose for "any" (or for qualifier 0).
+    if (qual && port) {
+        *assigned = *qual;
+    } else {
+        sockaddr_storage bound{};
+        std::size_t blen = sizeof bound;
+        if (fi_getname(&opsp->pep->fid, &bound, &blen) == 0)
+            *assigned = kit::port_of(bound);
+        std::lock_guard<std::mutex> lock(mu_);
+        opsp->conn_qual = *assigned;
+    }
+    tp = opsp.release();
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked) {
+    DAT2_LOG(log::kGeneric,
+             "%s: connection request for qualifier %llu refused: port %u serves qualifier %llu, which shares it\n",
+             name(), static_cast<unsigned long long>(asked), unsigned(kit::port_of_qual(asked)),
+             static_cast<unsigned long long>(opsp.conn_qual));
+    // No CM data: the client sees what a port nobody listens on gives
+    // (NON_PEER_REJECTED, handle_cm_error); nobody listens on its qualifier.
+    if (int rc = fi_reject(opsp.pep, info->handle, nullptr, 0))
+        DAT2_LOG(log::kGeneric, "%s: fi_reject: %s\n", name(), fi_text(rc));
+    fi_freeinfo(info);
+}
+
+void OfiTransport::psp_close(kit::Psp &psp) {
+    auto *opsp = static_cast<OfiPsp *>(psp.tp);
+    if (!opsp)
+        return;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        psps_.erase(&opsp->pep->fid);
+    }
+    loop().sync(); // a request handler that found it has returned
+    fi_close(&opsp->pep->fid);
+    delete opsp;
+}
+
+DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) {
+    auto *info = static_cast<fi_info *>(cr.tp);
+    if (!info)
+        return DAT_ERROR(DAT_INVALID_STATE, 0);
+    unsigned char buf[512];
+    std::size_t len = frame_cm_data(kCmAccept, pdata, pdata_len, buf);
+    OfiEp &oep = oep_of(ep);
+    DAT_RETURN r;
+    bool grown = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        r = make_endpoint(oep, info, grown);
+    }
+    if (grown)
+        wake_evds(ep);
+    if (r != DAT_SUCCESS)
+        return r;
+    kit::ep_transport_ready(ep);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        int rc = oep.ep ? fi_accept(oep.ep, buf, len) : -FI_ENOTCONN;
+        if (rc) {
+            DAT2_ERR("%s: fi_accept: %s\n", name(), fi_text(rc));
+            close_endpoint(oep);
+            return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+        }
+    }
+    fi_freeinfo(info);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) {
+    auto *info = static_cast<fi_info *>(cr.tp);
+    if (!info)
+        return DAT_ERROR(DAT_INVALID_STATE, 0);
+    unsigned char buf[512];
+    std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
+    DAT_RETURN r = DAT_SUCCESS;
+    if (auto *opsp = cr.psp ? static_cast<OfiPsp *>(cr.psp->tp) : nullptr) {
+        if (int rc = fi_reject(opsp->pep, info->handle, buf, len)) {
+            DAT2_ERR("%s: fi_reject: %s\n", name(), fi_text(rc));
+            r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+        }
+    }
+    fi_freeinfo(info);
+    return r;
+}
+
+// A request nobody answered is refused: the requester must not wait for ever.
+void OfiTransport::cr_release(kit::Cr &cr) {
+    if (cr.tp)
+        reject(cr, nullptr, 0);
+}
+
+// ---- link loss ------------------------------------------------------------------
+
+namespace {
+
+// The descriptor of this process's TCP socket connected from `local` to
+// `peer`, or -1. Within a network namespace no other TCP socket has that
+// pair of addresses.
+int tcp_socket_of(const sockaddr_storage &local, const sockaddr_storage &peer) {
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return -1;
+    int found = -1;
+    while (dirent *e = readdir(dir)) {
+        char *end = nullptr;
+        long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end || fd == dirfd(dir))
+            continue;
+        int type = 0;
+        socklen_t tlen = sizeof type;
+        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+            continue;
+        sockaddr_storage a{};
+        socklen_t alen = sizeof a;
+        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 ||
+            !kit::same_address(a, local))
+            continue;
+        alen = sizeof a;
+        if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 ||
+            !kit::same_address(a, peer))
+            continue;
+        found = static_cast<int>(fd);
+        break;
+    }
+    closedir(dir);
+    return found;
+}
+
+} // namespace
+
+// A dead link is noticed by TCP alone: with data in flight after
+// net.ipv4.tcp_retries2 retransmissions (~15 min by default), with nothing
+// in flight never (libfabric's tcp provider sets no SO_KEEPALIVE). libfabric
+// 1.17 has neither a variable for either nor a way to reach the endpoint's
+// socket, so the socket is found by its addresses. The caller holds mu_,
+// under which the endpoint (and so its socket) cannot be closed: the
+// descriptor found cannot be reused for another socket meanwhile.
+//
+// TCP_USER_TIMEOUT ends the connection once sent data stayed unacknowledged
+// for `ms`; keepalive probes (after ms/2 idle, then every max(1 s, ms/10))
+// give a side with nothing in flight something to be unacknowledged, and the
+// user timeout decides there too. So a side notices within about
+// ms + max(1 s, ms/10) of the link's loss, and a shorter outage is ridden out
+// by retransmission.
+bool bound_link_timeout(fid_ep *ep, unsigned ms) {
+    sockaddr_storage local{}, peer{};
+    std::size_t llen = sizeof local, plen = sizeof peer;
+    if (fi_getname(&ep->fid, &local, &llen) != 0 || fi_getpeer(ep, &peer, &plen) != 0)
+        return false;
+    int fd = tcp_socket_of(local, peer);
+    if (fd < 0)
+        return false;
+    const int user_timeout = static_cast<int>(ms);
+    const int on = 1;
+    const int idle_s = std::max(1, user_timeout / 2000);
+    const int interval_s = std::max(1, user_timeout / 10000);
+    return setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) == 0 &&
+           setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) == 0 &&
+           setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) == 0 &&
+           setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0;
+}
+
+} // namespace dat2::ofi

@@ -1,0 +1,119 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Shared receive queues: libfabric shared receive contexts. An EP created
+// with an SRQ binds FI_RECV to a queue of its own (OfiTransport::SrqQueue),
+// which says which EP took a buffer. Receives still queued when an SRQ
+// closes are dropped without completions (no queue is bound to the context
+// itself); the kit takes their records back.
+#include "ofi.hpp"
+
+#include "log.hpp"
+
+#include <algorithm>
+#include <memory>
+
+namespace dat2::ofi {
+
+// The largest context the provider makes is the SRQ capacity. libfabric
+// does not say where a receive of a shared context completes: the kit needs
+// it on the queue of the endpoint that took the buffer, which tcp and net
+// do (tested). Others get no SRQs until tested (sockets routes them so in a
+// plain libfabric test, but its progress thread crashes under the
+// conformance suites, SRQ or not).
+DAT_COUNT OfiTransport::probe_srq_size() {
+    const std::string prov = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : "";
+    if (prov != "tcp" && prov != "net")
+        return 0;
+    for (std::size_t size = kit::kMaxDtos; size > 0; size /= 2) {
+        fi_rx_attr rx = *info_->rx_attr;
+        rx.size = size;
+        fid_ep *probe = nullptr;
+        const int rc = fi_srx_context(domain_, &rx, &probe, nullptr);
+        if (rc == 0) {
+            fi_close(&probe->fid);
+            return static_cast<DAT_COUNT>(size);
+        }
+        if (rc != -FI_EINVAL)
+            break;
+    }
+    return 0;
+}
+
+DAT_RETURN OfiTransport::srq_open(kit::Srq &srq, void *&tp) {
+    auto s = std::make_unique<OfiSrq>();
+    s->dom = domain_acquire(srq.pz);
+    if (!s->dom)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    fi_rx_attr attr = *info_->rx_attr;
+    attr.size = static_cast<std::size_t>(max_srq_recvs_);
+    if (int rc = fi_srx_context(s->dom->domain, &attr, &s->srx, nullptr)) {
+        DAT2_ERR("%s: fi_srx_context(size %zu): %s\n", name(), attr.size, fi_text(rc));
+        domain_release(s->dom);
+        return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
+    }
+    tp = s.release();
+    return DAT_SUCCESS;
+}
+
+void OfiTransport::srq_close(kit::Srq &srq) {
+    auto *s = static_cast<OfiSrq *>(srq.tp);
+    if (!s)
+        return;
+    fi_close(&s->srx->fid);
+    domain_release(s->dom);
+    delete s;
+}
+
+DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    to_iov(segs, nsegs, iov, desc);
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = static_cast<std::size_t>(nsegs);
+    msg.context = &op;
+    ssize_t rc = fi_recvmsg(static_cast<OfiSrq *>(srq.tp)->srx, &msg, FI_COMPLETION);
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
+    DAT2_ERR("%s: posting a receive to an SRQ: %s\n", name(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {
+    std::lock_guard<std::mutex> lock(srq_queues_mu_);
+    const std::size_t count = srq_queues_.size();
+    const std::size_t first = count ? srq_next_++ % count : 0;
+    int n = 0;
+    for (std::size_t i = 0; i < count && n < max; ++i) {
+        SrqQueue &q = srq_queues_[(first + i) % count];
+        if (q.evd == &evd)
+            n += read_queue(q.cq, q.ep, out + n, max - n);
+    }
+    return n;
+}
+
+void OfiTransport::close_srq_queue(OfiEp &oep) {
+    fid_cq *cq = oep.srq_cq;
+    if (!cq)
+        return;
+    unwatch_cq(cq);
+    {
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        srq_queues_.erase(std::remove_if(srq_queues_.begin(), srq_queues_.end(),
+                                         [&](const SrqQueue &q) { return q.cq == cq; }),
+                          srq_queues_.end());
+    }
+    srq_queue_count_.fetch_sub(1, std::memory_order_release);
+    // The EP is going away: what it took from the SRQ and completed cannot be
+    // reported any more; the records go back to the SRQ.
+    kit::Completion c[32];
+    for (int n; (n = read_queue(cq, nullptr, c, 32)) > 0;)
+        for (int i = 0; i < n; ++i)
+            kit::srq_drop(*c[i].op);
+    fi_close(&cq->fid);
+    oep.srq_cq = nullptr;
+}
+
+} // namespace dat2::ofi
