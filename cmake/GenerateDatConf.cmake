@@ -16,7 +16,13 @@ file(STRINGS "${CANDIDATES}" lines)
 # Sanitizer builds: the probe asks whether a provider works, not whether our
 # code is clean (the test suites do that), and a leak report at exit or a
 # race report must not rule out an entry.
+# Its own working directory: a crashing provider's fault handler leaves
+# backtrace files (datinfo.*.btr) in the current one.
+set(probe_cwd "${OUTPUT}.probe")
+file(REMOVE_RECURSE "${probe_cwd}")
+file(MAKE_DIRECTORY "${probe_cwd}")
 execute_process(
+  WORKING_DIRECTORY "${probe_cwd}"
   COMMAND ${CMAKE_COMMAND} -E env --unset=DAT_DBG_TYPE --unset=DAT_DBG_DEST --unset=DAT_DBG_PREFIX
           DAT_OVERRIDE=${CANDIDATES}
           ASAN_OPTIONS=detect_leaks=0:intercept_send=0
@@ -26,6 +32,7 @@ execute_process(
   OUTPUT_VARIABLE json
   ERROR_VARIABLE probe_log
   RESULT_VARIABLE rc)
+file(REMOVE_RECURSE "${probe_cwd}")
 
 set(kept "")
 set(left_out "")

@@ -52,7 +52,10 @@ void report_connection_end(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, s
     ep_post_connection_event(ep, number, pdata, pdata_len);
 }
 
+// Under ep.mu: the loop thread comes here for an Endpoint whose
+// dat_ep_free may be taking its timer away at that moment (ep_release_all).
 void disarm_connect_timer(Ep &ep) {
+    std::lock_guard<std::mutex> lock(ep.mu);
     if (ep.connect_timer)
         ep.ia->loop->disarm(ep.connect_timer);
 }
@@ -75,8 +78,11 @@ void connect_timed_out(Ep &ep) {
 DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
                          const void *pd) {
     EventLoop &loop = *ep.ia->loop;
-    if (timeout != DAT_TIMEOUT_INFINITE && !ep.connect_timer)
-        ep.connect_timer = loop.timer([&ep] { connect_timed_out(ep); });
+    if (timeout != DAT_TIMEOUT_INFINITE) {
+        std::lock_guard<std::mutex> lock(ep.mu); // see disarm_connect_timer
+        if (!ep.connect_timer)
+            ep.connect_timer = loop.timer([&ep] { connect_timed_out(ep); });
+    }
     {
         std::lock_guard<std::mutex> lock(ep.mu);
         DAT_EP_STATE s = ep.state.load();

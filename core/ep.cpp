@@ -86,8 +86,15 @@ void detach(Ep &ep) {
 
 void ep_release_all(Ep &ep) {
     Ia &ia = *ep.ia;
-    ia.loop->timer_free(ep.connect_timer);
-    ep.connect_timer = nullptr;
+    EventLoop::Timer *timer;
+    {
+        // Taken away under ep.mu, freed outside it: timer_free waits for a
+        // running connect_timed_out, which takes ep.mu.
+        std::lock_guard<std::mutex> lock(ep.mu);
+        timer = ep.connect_timer;
+        ep.connect_timer = nullptr;
+    }
+    ia.loop->timer_free(timer);
     ia.transport->ep_close(ep);
     ep_drain_completions(ep);
     ia.transport->ep_free(ep);

@@ -253,7 +253,7 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         pa->dto_async_return_guaranteed = DAT_FALSE;
         pa->rdma_write_for_rdma_read_req = DAT_FALSE;
         pa->rdma_read_lmr_rmr_context_exposure = DAT_FALSE;
-        pa->rmr_scope_supported = DAT_RMR_SCOPE_PZ;
+        pa->rmr_scope_supported = ia->caps.rmr_scope_ep ? DAT_RMR_SCOPE_ANY : DAT_RMR_SCOPE_PZ;
         ia->transport->query(ia_out, *pa);
         ext_query(*ia, ia_out, *pa);
         if (async_evd)

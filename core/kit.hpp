@@ -86,7 +86,12 @@ struct Capabilities {
     bool requests_in_order = false;  // an EP's requests complete in posting order
     bool fence = false;              // honours DAT_COMPLETION_BARRIER_FENCE_FLAG itself
     bool recv_before_connect = false; // takes receives on an EP that has no connection yet
+    // The peer's window is unreachable from the moment the message is placed
+    // (the device unbinds it), not only once the receive is reaped.
     bool send_with_invalidate = false;
+    // A window of dat_rmr_create_for_ep is reachable through its Endpoint's
+    // connection only (the device checks the QP a window is bound to).
+    bool rmr_scope_ep = false;
     ExtCaps ext;
 };
 

@@ -165,8 +165,24 @@ DAT_RETURN rmr_create(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE *rmr) {
     return guarded("dat_rmr_create", [&] { return make_rmr(pz, rmr, DAT_RMR_SCOPE_PZ); });
 }
 
-DAT_RETURN rmr_create_for_ep(DAT_PZ_HANDLE pz, DAT_RMR_HANDLE *rmr) {
-    return guarded("dat_rmr_create_for_ep", [&] { return make_rmr(pz, rmr, DAT_RMR_SCOPE_EP); });
+DAT_RETURN rmr_create_for_ep(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr) {
+    return guarded("dat_rmr_create_for_ep", [&]() -> DAT_RETURN {
+        Pz *pz;
+        if (DAT_RETURN r = handle_cast(pz_handle, pz))
+            return r;
+        if (!rmr)
+            return invalid_arg(2);
+        // A window that any connection of the PZ could reach is not what the
+        // Consumer asked for: refused where the transport cannot scope it
+        // (rmr_scope_supported says so in dat_ia_query).
+        if (!pz->ia->caps.rmr_scope_ep) {
+            DAT2_LOG(log::kGeneric, "%s: dat_rmr_create_for_ep: the transport cannot limit a window to one "
+                                    "Endpoint's connection (rmr_scope_supported is DAT_RMR_SCOPE_PZ)\n",
+                     pz->ia->name.c_str());
+            return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+        }
+        return make_rmr(pz_handle, rmr, DAT_RMR_SCOPE_EP);
+    });
 }
 
 DAT_RETURN rmr_query(DAT_RMR_HANDLE rmr_handle, DAT_RMR_PARAM_MASK mask, DAT_RMR_PARAM *param) {

@@ -36,9 +36,9 @@ namespace dat2::ofi {
 inline constexpr std::uint32_t kApiVersion = FI_VERSION(1, 11);
 
 // Remote CQ data of the message that ends a write with immediate data
-// (ofi_ext.cpp): bit 63 set (a send with invalidate carries a 32-bit
-// rmr_context, bit 63 clear), the written length in bits 32..62, the
-// immediate data below.
+// (ofi_ext.cpp): bit 63 set (data without it, from builds that sent an
+// rmr_context with a send with invalidate, is ignored), the written length
+// in bits 32..62, the immediate data below.
 inline constexpr std::uint64_t kImmedTag = 1ull << 63;
 inline constexpr std::uint64_t kMaxImmedLength = 0x7fffffff;
 

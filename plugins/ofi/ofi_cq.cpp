@@ -22,7 +22,7 @@ OfiCq &cq_ref(kit::Evd &evd) { return *static_cast<OfiCq *>(evd.cq); }
 fid_cq *OfiTransport::open_cq(OfiDomain &dom, std::size_t size) {
     fi_cq_attr attr{};
     attr.size = size;
-    attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a send with invalidate
+    attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a write with immediate data
     attr.wait_obj = FI_WAIT_FD;
     fid_cq *cq = nullptr;
     if (int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr)) {
@@ -195,17 +195,13 @@ bool OfiTransport::translate(void *context, std::uint64_t flags, std::size_t len
     if (!out.op)
         return false;
     out.length = static_cast<std::uint32_t>(len);
-    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA)) {
-        if (data & kImmedTag) {
-            // The end of a peer's write with immediate data (post_write_immed).
-            out.immed = kit::Completion::Immed::kRdmaWrite;
-            out.immed_data = static_cast<std::uint32_t>(data);
-            out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
-        } else {
-            // A send with invalidate (post()).
-            out.invalidate = true;
-            out.rmr_context = static_cast<DAT_RMR_CONTEXT>(data);
-        }
+    // Remote CQ data without the tag (a peer of an older build sending with
+    // invalidate) is a plain receive: this IA never offers the invalidation.
+    if (status == DAT_DTO_SUCCESS && (flags & FI_REMOTE_CQ_DATA) && (data & kImmedTag)) {
+        // The end of a peer's write with immediate data (post_write_immed).
+        out.immed = kit::Completion::Immed::kRdmaWrite;
+        out.immed_data = static_cast<std::uint32_t>(data);
+        out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
     }
     return true;
 }

@@ -200,14 +200,7 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             rc = fi_recvmsg(fep, &msg, FI_COMPLETION);
             break;
         }
-        std::uint64_t op_flags = FI_COMPLETION;
-        if (remote) {
-            // Send with invalidate: the context travels as remote CQ data,
-            // which nothing else we send carries (see translate()).
-            msg.data = remote->rmr_context;
-            op_flags |= FI_REMOTE_CQ_DATA;
-        }
-        rc = fi_sendmsg(fep, &msg, op_flags);
+        rc = fi_sendmsg(fep, &msg, FI_COMPLETION); // never with invalidate (caps)
         break;
     }
     default: {

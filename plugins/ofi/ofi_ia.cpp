@@ -201,7 +201,14 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     caps.max_private_data =
         static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size - sizeof(CmHeader)));
     max_srq_recvs_ = caps.max_srq_recvs = probe_srq_size();
-    caps.send_with_invalidate = info_->domain_attr->cq_data_size >= sizeof(DAT_RMR_CONTEXT);
+    // No send with invalidate and no Endpoint-scoped windows: the provider
+    // places a message and carries out later RDMA at the target in its own
+    // progress, checking only the key's domain, before any code of ours
+    // sees the message; and a key cannot be limited to one endpoint (no
+    // FI_MR_ENDPOINT). Both are refused (DAT_MODEL_NOT_SUPPORTED), as in
+    // OFED's dapl, rather than given with a window left open (README).
+    caps.send_with_invalidate = false;
+    caps.rmr_scope_ep = false;
     caps.max_evds = std::min(caps.max_evds, evds_within_process_limits(domain_));
     char text[INET6_ADDRSTRLEN] = "?";
     const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)

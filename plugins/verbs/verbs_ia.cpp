@@ -375,6 +375,7 @@ DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
         wc_with_inv_ = IBV_WC_WITH_INV | (1u << 2);
     mw_supported_ = (dev_attr_.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B) && dev_attr_.max_mw > 0;
     caps.send_with_invalidate = mw_supported_;
+    caps.rmr_scope_ep = mw_supported_; // type 2 windows are bound to one QP
     caps.max_iov = std::min<DAT_COUNT>(kit::kMaxIov, std::max(1, dev_attr_.max_sge));
     if (dev_attr_.max_srq > 0 && dev_attr_.max_srq_wr > 0 && dev_attr_.max_srq_sge > 0)
         max_srq_recvs_ = caps.max_srq_recvs = std::min(kit::kMaxDtos, dev_attr_.max_srq_wr);

@@ -1014,6 +1014,47 @@ TEST_P(DtoTest, SendFromLmrOfAnotherPzIsRefused) {
     EXPECT_DAT_OK(dat_pz_free(pz2));
 }
 
+TEST_P(DtoTest, ReceiveIntoLmrOfAnotherPzIsRefusedAndMemoryUntouched) {
+    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
+    {
+        Buffer s, r;
+        ASSERT_DAT_OK(client.register_buffer(s, 4096));
+        s.fill(0x0C);
+        ASSERT_DAT_OK(r.create(server.ia.ia, pz2, 4096, kLocalRw));
+        r.fill_byte(kCanary);
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        // dat_ep_post_recv(3DAT): DAT_PROTECTION_VIOLATION "Protection Zone
+        // mismatch between an LMR of one of the local_iov segments and the
+        // local Endpoint."
+        DAT_LMR_TRIPLET t = r.iov(0, 4096);
+        DAT_RETURN rv = dat_ep_post_recv(server.ep, 1, &t, cookie(0x53), DAT_COMPLETION_DEFAULT_FLAG);
+        ASSERT_NO_FATAL_FAILURE(expect_receive_refused(rv, 0x53, s));
+        EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
+    }
+    EXPECT_DAT_OK(dat_pz_free(pz2));
+}
+
+TEST_P(DtoTest, RdmaWriteFromLmrOfAnotherPzIsRefused) {
+    DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_pz_create(client.ia.ia, &pz2));
+    {
+        Buffer s, r;
+        ASSERT_DAT_OK(s.create(client.ia.ia, pz2, 4096, kLocalRw));
+        s.fill(0x0D);
+        ASSERT_DAT_OK(server.register_buffer(r, 4096, kRemoteWrite));
+        r.fill_byte(kCanary);
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        DAT_LMR_TRIPLET l = s.iov(0, 512);
+        const DAT_RMR_TRIPLET remote{reinterpret_cast<uintptr_t>(r.data), 512, r.rmr_context};
+        // dat_ep_post_rdma_write(3DAT): DAT_PROTECTION_VIOLATION for the same mismatch.
+        DAT_RETURN rv = dat_ep_post_rdma_write(client.ep, 1, &l, cookie(0x54), &remote, DAT_COMPLETION_DEFAULT_FLAG);
+        ASSERT_NO_FATAL_FAILURE(expect_refused(rv, {DAT_PROTECTION_VIOLATION}, client.req_evd, 0x54));
+        EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1) << "memory of another PZ was sent";
+    }
+    EXPECT_DAT_OK(dat_pz_free(pz2));
+}
+
 TEST_P(DtoTest, ReceiveWithBogusLmrContextIsRefusedAndMemoryUntouched) {
     Buffer s, r;
     ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x0B, r, 4096));

@@ -75,6 +75,23 @@ DAT_RMR_COOKIE rmr_cookie(DAT_UINT64 v) {
     return bind_event(side.req_evd, rmr, ck, DAT_RMR_BIND_SUCCESS);
 }
 
+// Whether `ia` offers windows of Endpoint scope. One that does not says so
+// in rmr_scope_supported and refuses dat_rmr_create_for_ep on `pz` with
+// DAT_MODEL_NOT_SUPPORTED, creating nothing (checked here).
+bool ep_scope_offered(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz) {
+    DAT_PROVIDER_ATTR pa{};
+    EXPECT_DAT_OK(query_ia(ia, nullptr, &pa));
+    if (pa.rmr_scope_supported != DAT_RMR_SCOPE_PZ)
+        return true;
+    DAT_RMR_HANDLE probe = DAT_HANDLE_NULL;
+    EXPECT_DAT_ERR(dat_rmr_create_for_ep(pz, &probe), DAT_MODEL_NOT_SUPPORTED, 0);
+    EXPECT_EQ(probe, DAT_HANDLE_NULL);
+    return false;
+}
+constexpr const char *kNoEpScope =
+    "the IA reports rmr_scope_supported DAT_RMR_SCOPE_PZ and refuses dat_rmr_create_for_ep with "
+    "DAT_MODEL_NOT_SUPPORTED (checked): it cannot keep a window to one connection (plugins/ofi/README.md)";
+
 // ---- without a connection -----------------------------------------------------------------------
 
 class RmrTest : public ConformanceTest {
@@ -131,6 +148,8 @@ TEST_P(RmrTest, RmrsAreDistinctAndIndependent) {
 
 TEST_P(RmrTest, CreateForEpHasEndpointScope) {
     DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
+    if (!ep_scope_offered(ia_.ia, ia_.pz))
+        GTEST_SKIP() << kNoEpScope;
     ASSERT_DAT_OK(dat_rmr_create_for_ep(ia_.pz, &rmr));
     DAT_RMR_PARAM p{};
     ASSERT_DAT_OK(dat_rmr_query(rmr, DAT_RMR_FIELD_ALL, &p));
@@ -190,7 +209,11 @@ TEST_P(RmrTest, PzInUseUntilEveryRmrIsFreed) {
     ASSERT_DAT_OK(dat_pz_create(ia_.ia, &pz));
     DAT_RMR_HANDLE a = DAT_HANDLE_NULL, b = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_rmr_create(pz, &a));
-    ASSERT_DAT_OK(dat_rmr_create_for_ep(pz, &b));
+    // Either kind holds the PZ.
+    if (ep_scope_offered(ia_.ia, pz))
+        ASSERT_DAT_OK(dat_rmr_create_for_ep(pz, &b));
+    else
+        ASSERT_DAT_OK(dat_rmr_create(pz, &b));
     EXPECT_DAT_ERR(dat_pz_free(pz), DAT_INVALID_STATE, 0);
     EXPECT_DAT_OK(dat_rmr_free(a));
     EXPECT_DAT_ERR(dat_pz_free(pz), DAT_INVALID_STATE, 0);
@@ -307,6 +330,89 @@ protected:
         // Give a late placement the chance to show.
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         expect_target_unchanged();
+    }
+
+    // A second connection between the two IAs, on the Sides' EVDs, its
+    // server Endpoint in `server_pz`. Use with ASSERT_NO_FATAL_FAILURE.
+    void connect_second(DAT_PZ_HANDLE server_pz, DAT_EP_HANDLE *c_ep, DAT_EP_HANDLE *s_ep) {
+        DAT_EP_ATTR ca = suite_ep_attr(client.ia.ia), sa = suite_ep_attr(server.ia.ia);
+        ASSERT_DAT_OK(dat_ep_create(client.ia.ia, client.ia.pz, client.recv_evd, client.req_evd, client.conn_evd, &ca,
+                                    c_ep));
+        ASSERT_DAT_OK(
+            dat_ep_create(server.ia.ia, server_pz, server.recv_evd, server.req_evd, server.conn_evd, &sa, s_ep));
+        ASSERT_DAT_OK(connect_ep(*c_ep, server_addr.ptr(), port));
+        DAT_CR_HANDLE cr = server_wait_cr();
+        ASSERT_NE(cr, DAT_HANDLE_NULL);
+        ASSERT_NO_FATAL_FAILURE(accept_pair(cr, nullptr, 0, nullptr, nullptr, *s_ep));
+    }
+
+    // A window of Endpoint scope bound through the first connection: the
+    // second connection (same PZs) is refused, the first still reaches it.
+    void ep_window_through_another_connection(bool write) {
+        DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
+        if (!ep_scope_offered(server.ia.ia, server.ia.pz))
+            GTEST_SKIP() << kNoEpScope;
+        ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
+        DAT_RMR_CONTEXT ctx = 0;
+        ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
+        DAT_EP_HANDLE c2 = DAT_HANDLE_NULL, s2 = DAT_HANDLE_NULL;
+        ASSERT_NO_FATAL_FAILURE(connect_second(server.ia.pz, &c2, &s2));
+        std::swap(client.ep, c2); // the checks post on client.ep
+        expect_refused(write, at(kPage, 512, ctx));
+        std::swap(client.ep, c2);
+        if (write)
+            ASSERT_NO_FATAL_FAILURE(expect_write_lands(at(kPage, 512, ctx), 0x37, 0x69));
+        else
+            ASSERT_NO_FATAL_FAILURE(expect_read_returns(at(kPage, 512, ctx), 0x69));
+        EXPECT_DAT_OK(dat_ep_free(c2));
+        EXPECT_DAT_OK(dat_ep_free(s2));
+        EXPECT_DAT_OK(dat_rmr_free(ep_rmr));
+    }
+
+    // A window of a second PZ, bound through a connection whose server
+    // Endpoint is in that PZ: refused through the first connection (PZ 1),
+    // reached through its own.
+    void window_of_another_pz(bool write) {
+        DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
+        Buffer target2;
+        ASSERT_DAT_OK(target2.create(server.ia.ia, pz2, 3 * kPage, kLocalRw));
+        target2.fill(kTargetSeed);
+        DAT_RMR_HANDLE rmr2 = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_rmr_create(pz2, &rmr2));
+        DAT_EP_HANDLE c2 = DAT_HANDLE_NULL, s2 = DAT_HANDLE_NULL;
+        ASSERT_NO_FATAL_FAILURE(connect_second(pz2, &c2, &s2));
+        std::swap(server.ep, s2); // bind_completes binds through server.ep
+        DAT_RMR_CONTEXT ctx = 0;
+        const bool bound = bind_completes(server, rmr2, target2, kPage, kPage, kRemoteRw, &ctx);
+        std::swap(server.ep, s2);
+        ASSERT_TRUE(bound);
+        DAT_RMR_TRIPLET remote{};
+        remote.virtual_address = reinterpret_cast<uintptr_t>(target2.data + kPage);
+        remote.segment_length = 512;
+        remote.rmr_context = ctx;
+        ASSERT_NO_FATAL_FAILURE(expect_rdma_refused(write, local, kPage, remote, kTargetSeed, kPage));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100)); // a late placement would show
+        sync_rdma_write(server.ia.ia, target2, 0, target2.size);
+        EXPECT_EQ(target2.mismatch(0, target2.size, kTargetSeed, 0), -1) << "the other PZ's memory changed";
+        // Its own connection reaches it: the refusal was the PZ's doing.
+        local.fill(0x38);
+        DAT_LMR_TRIPLET l = local.iov(kPage, 512);
+        const DAT_UINT64 ck = 0x6a;
+        ASSERT_DAT_OK(write ? dat_ep_post_rdma_write(c2, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG)
+                            : dat_ep_post_rdma_read(c2, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
+        if (write) {
+            sync_rdma_write(server.ia.ia, target2, 0, target2.size);
+            EXPECT_EQ(target2.mismatch(kPage, 512, 0x38, kPage), -1) << "the write did not land";
+        } else {
+            EXPECT_EQ(local.mismatch(kPage, 512, kTargetSeed, kPage), -1) << "the read brought back other data";
+        }
+        EXPECT_DAT_OK(dat_ep_free(c2));
+        EXPECT_DAT_OK(dat_ep_free(s2));
+        EXPECT_DAT_OK(dat_rmr_free(rmr2));
+        target2.release();
+        EXPECT_DAT_OK(dat_pz_free(pz2));
     }
 
     // An RDMA Write of `len` bytes of the client's pattern `seed` to `remote` succeeds and lands.
@@ -645,11 +751,35 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowReturnsTheTarget) {
 
 TEST_P(RmrConnectedTest, WindowsOfDatRmrCreateForEpWork) {
     DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
+    if (!ep_scope_offered(server.ia.ia, server.ia.pz))
+        GTEST_SKIP() << kNoEpScope;
     ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
     DAT_RMR_CONTEXT ctx = 0;
     ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
     ASSERT_NO_FATAL_FAILURE(expect_write_lands(at(kPage, 512, ctx), 0x33, 0x65));
     EXPECT_DAT_OK(dat_rmr_free(ep_rmr));
+}
+
+// dat_rmr_create_for_ep(3DAT): a window of Endpoint scope is "bound to at
+// most one EP at a time": another connection of the same PZ must not reach it.
+TEST_P(RmrConnectedTest, EndpointScopedWindowIsUnreachableThroughAnotherConnectionWrite) {
+    ASSERT_NO_FATAL_FAILURE(ep_window_through_another_connection(true));
+}
+
+TEST_P(RmrConnectedTest, EndpointScopedWindowIsUnreachableThroughAnotherConnectionRead) {
+    ASSERT_NO_FATAL_FAILURE(ep_window_through_another_connection(false));
+}
+
+// dat_ep_create(3DAT): "Only memory referred to by LMRs and RMRs that match the
+// Endpoint Protection Zone can be accessed by the Endpoint": a window of
+// another PZ (bound through that PZ's own connection) is out of reach of
+// this connection's Endpoints.
+TEST_P(RmrConnectedTest, RdmaWriteThroughAWindowOfAnotherPz) {
+    ASSERT_NO_FATAL_FAILURE(window_of_another_pz(true));
+}
+
+TEST_P(RmrConnectedTest, RdmaReadThroughAWindowOfAnotherPz) {
+    ASSERT_NO_FATAL_FAILURE(window_of_another_pz(false));
 }
 
 // ---- window security: what must be refused ----------------------------------------------------------
@@ -756,6 +886,27 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowWithoutRemotePrivileges) {
 
 class RmrInvalidateTest : public RmrConnectedTest {
 protected:
+    // A transport that cannot close the window once the message is placed
+    // refuses the call before looking at the Endpoint's state: asked on an
+    // Endpoint of its own that has no connection (one that can answers
+    // DAT_INVALID_STATE, posting nothing).
+    void SetUp() override {
+        RmrConnectedTest::SetUp();
+        if (HasFatalFailure())
+            return;
+        DAT_EP_HANDLE probe = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&probe, client.recv_evd, client.req_evd, client.conn_evd));
+        DAT_RETURN r = dat_ep_post_send_with_invalidate(probe, 0, nullptr, cookie(0x6ff), DAT_COMPLETION_DEFAULT_FLAG,
+                                                        DAT_TRUE, 0);
+        EXPECT_DAT_OK(dat_ep_free(probe));
+        EXPECT_NE(r, DAT_SUCCESS);
+        if (DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED) {
+            EXPECT_TRUE(no_event(client.req_evd));
+            GTEST_SKIP() << "dat_ep_post_send_with_invalidate is DAT_MODEL_NOT_SUPPORTED on this IA: its transport "
+                            "cannot make the window unreachable when the message is placed (plugins/ofi/README.md)";
+        }
+    }
+
     void TearDown() override {
         recv_buf.release();
         send_buf.release();
@@ -806,6 +957,37 @@ TEST_P(RmrInvalidateTest, RdmaReadThroughAWindowTheSendInvalidated) {
     ASSERT_NO_FATAL_FAILURE(send_with_invalidate(DAT_TRUE, ctx, &ev));
     ASSERT_EQ(ev.event_data.dto_completion_event_data.operation, DAT_DTO_RECEIVE_WITH_INVALIDATE);
     expect_refused(false, at(kPage, 512, ctx));
+}
+
+// The window is closed when the message is placed, not when the receiver
+// reaps it: an RDMA Write posted right behind the send, on the same
+// connection and before the server looks at its queue, must not land.
+TEST_P(RmrInvalidateTest, RdmaWriteRightBehindTheInvalidatingSendIsRefused) {
+    DAT_RMR_CONTEXT ctx = bind_middle(kRemoteRw);
+    ASSERT_DAT_OK(server.post_recvs(recv_buf, 1, 0x710, 256));
+    ASSERT_DAT_OK(client.register_buffer(send_buf, 256));
+    DAT_LMR_TRIPLET t = send_buf.iov(0, 64);
+    ASSERT_DAT_OK(dat_ep_post_send_with_invalidate(client.ep, 1, &t, cookie(0x711), DAT_COMPLETION_DEFAULT_FLAG,
+                                                   DAT_TRUE, ctx));
+    local.fill(0x39);
+    DAT_LMR_TRIPLET l = local.iov(kPage, 512);
+    const DAT_RMR_TRIPLET remote = at(kPage, 512, ctx);
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(0x712), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    // Both requests complete (the write in error, or flushed by the broken
+    // connection); the send's event comes first.
+    bool write_seen = false;
+    for (int i = 0; i < 2 && !write_seen; ++i) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "a request never completed";
+        const auto &d = ev.event_data.dto_completion_event_data;
+        if (d.user_cookie.as_64 == 0x712) {
+            write_seen = true;
+            EXPECT_NE(d.status, DAT_DTO_SUCCESS) << "the write behind the invalidating send landed";
+        }
+    }
+    EXPECT_TRUE(write_seen);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // a late placement would show
+    expect_target_unchanged();
 }
 
 TEST_P(RmrInvalidateTest, WithoutTheInvalidateFlagItIsAPlainSend) {

@@ -187,9 +187,8 @@ TEST_P(SecurityTest, RdmaReadAfterTheRemoteLmrWasFreed) {
 // dat_ep_post_rdma_write(3DAT): DAT_PROTECTION_VIOLATION "Protection Zone mismatch
 // between ... the rmr_context and the remote Endpoint."
 
-// libfabric has no protection domain inside a domain, so the ofi plugin
-// cannot refuse these yet (the skip names the gap, for libfabric IAs only);
-// the verbs plugin has one PD per PZ and must refuse them.
+// The verbs plugin has one PD per PZ, the ofi plugin one libfabric domain
+// per PZ (a domain is the scope of a memory key): both must refuse these.
 
 TEST_P(SecurityTest, RdmaWriteToLmrOfAnotherPz) { expect_refused_for_lmr_of_another_pz(true); }
 
