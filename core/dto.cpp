@@ -321,7 +321,25 @@ static void with_evds(Ep &ep, void (*fn)(Evd &)) {
             fn(*evd);
 }
 
+bool ep_may_have_completions(Ep &ep) {
+    if (ep.srq)
+        return true; // its receives are the SRQ's, counted there
+    // A record stays counted from its post until its completion has been
+    // taken from the transport's queue (or, flushed, until the transport's
+    // late one has): none counted, none queued.
+    std::lock_guard<Lock> lock(ep.ops_mu);
+    return ep.recvs_posted.load(std::memory_order_relaxed) != 0 ||
+           ep.requests_posted.load(std::memory_order_relaxed) != 0;
+}
+
 void ep_drain_completions(Ep &ep) {
+    // Reading a queue that EVD shares with every other EP costs what the
+    // transport's progress costs, which over libfabric tcp walks every
+    // endpoint bound to the queue: an EP that has nothing outstanding skips
+    // it, so that disconnecting or freeing an idle EP does not cost more
+    // because others exist.
+    if (!ep_may_have_completions(ep))
+        return;
     with_evds(ep, [](Evd &evd) {
         {
             std::lock_guard<Lock> lock(evd.mu);

@@ -35,8 +35,12 @@ DAT_EVENT &evd_completion_slot_locked(Evd &evd);
 // Reports every posted DTO of the EP as flushed, in posting order, on its
 // EVDs. Called once the transport guarantees nothing more completes.
 void ep_flush_outstanding(Ep &ep);
-// Moves every completion queued for the EP's EVDs into their FIFOs.
+// Moves every completion queued for the EP's EVDs into their FIFOs; none
+// when the EP has no DTO outstanding (ep_may_have_completions).
 void ep_drain_completions(Ep &ep);
+// Whether a completion of one of the EP's DTOs may be queued at the
+// transport or still come: a DTO is outstanding, or the EP has an SRQ.
+bool ep_may_have_completions(Ep &ep);
 
 // An extended DTO (core/ext.cpp) riding on ep_post: checked as the
 // PostKind given (kRdmaWrite or kRdmaRead), posted with Transport::post_ext.

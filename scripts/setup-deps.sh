@@ -10,8 +10,9 @@ packages=(
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
   gnuplot-nox valgrind heaptrack
-  # Open MPI 1.6.5 from git over libdat.so.1 (tests/clients/openmpi-1.6.5-udapl.sh)
-  autoconf2.69 automake libtool libltdl-dev flex
+  # MVAPICH2's autogen; Open MPI 1.6.5's wants autoconf 2.69 and flex
+  # (tests/clients/build-mvapich2.sh, build-openmpi.sh)
+  autoconf autoconf2.69 automake libtool libltdl-dev flex
 )
 missing=()
 for p in "${packages[@]}"; do

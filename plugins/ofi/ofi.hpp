@@ -280,6 +280,7 @@ private:
         std::chrono::milliseconds backoff{0};
         bool resting = false;            // in resting_, its fd unwatched
         std::uint32_t seen_dequeues = 0; // evd->dequeues when the loop last looked
+        std::chrono::steady_clock::time_point looked{}; // and when
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
@@ -293,7 +294,7 @@ private:
     // mu_ held. Whether the consumer dequeued from w's EVD since the loop
     // last looked, without waiting in dat_evd_wait (whose sleep needs the
     // loop's progress when the loop consumed the fd's signal).
-    static bool consumer_polls(WatchedCq &w);
+    static bool consumer_polls(WatchedCq &w, std::chrono::steady_clock::time_point now);
     void rest(fid_cq *cq, WatchedCq &w);         // unwatched, into resting_
     void stop_resting(fid_cq *cq, WatchedCq &w); // watched again; the caller kicks it
     // Starts watching `cq` for `evd`, or makes an existing one's completions

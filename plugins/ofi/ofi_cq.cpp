@@ -296,10 +296,11 @@ void OfiTransport::unwatch_cq(fid_cq *cq) {
     loop().sync(); // a round that may wake its EVD has ended
 }
 
-bool OfiTransport::consumer_polls(WatchedCq &w) {
+bool OfiTransport::consumer_polls(WatchedCq &w, std::chrono::steady_clock::time_point now) {
     const std::uint32_t seen = w.evd->dequeues.load(std::memory_order_relaxed);
     const bool moved = seen != w.seen_dequeues;
     w.seen_dequeues = seen;
+    w.looked = now;
     return moved && w.evd->inside.load(std::memory_order_relaxed) == 0;
 }
 
@@ -360,7 +361,7 @@ void OfiTransport::cq_ready(fid_cq *cq) {
         auto found = cqs_.find(cq);
         if (found == cqs_.end())
             return;
-        if (consumer_polls(found->second))
+        if (consumer_polls(found->second, std::chrono::steady_clock::now()))
             rest(cq, found->second); // the consumer's next poll finds it
         else if (WatchedCq *w = kick_progress(cq))
             wake = w->evd;
@@ -393,7 +394,15 @@ int OfiTransport::progress_round() {
                 for (std::size_t i = 0; i < resting_.size();) {
                     fid_cq *cq = resting_[i];
                     WatchedCq &w = cqs_.find(cq)->second;
-                    if (consumer_polls(w)) {
+                    // Judged over a whole millisecond: a queue put to rest
+                    // just before this tick has had no time to be polled,
+                    // and taking it back would make this thread drive the
+                    // progress the poller is driving, against it.
+                    if (now - w.looked < milliseconds(1)) {
+                        ++i;
+                        continue;
+                    }
+                    if (consumer_polls(w, now)) {
                         ++i;
                         continue;
                     }

@@ -348,13 +348,23 @@ protected:
 
     // A window of Endpoint scope bound through the first connection: the
     // second connection (same PZs) is refused, the first still reaches it.
+    // A window of dat_rmr_create_for_ep over the middle page, bound through
+    // server.ep, with remote read and write. False: the IA offers none
+    // (checked; the caller skips). Use with ASSERT_NO_FATAL_FAILURE.
+    bool bind_ep_window(DAT_RMR_HANDLE *ep_rmr, DAT_RMR_CONTEXT *ctx) {
+        if (!ep_scope_offered(server.ia.ia, server.ia.pz))
+            return false;
+        EXPECT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, ep_rmr));
+        EXPECT_TRUE(bind_completes(server, *ep_rmr, target, kPage, kPage, kRemoteRw, ctx));
+        return true;
+    }
+
     void ep_window_through_another_connection(bool write) {
         DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
-        if (!ep_scope_offered(server.ia.ia, server.ia.pz))
-            GTEST_SKIP() << kNoEpScope;
-        ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
         DAT_RMR_CONTEXT ctx = 0;
-        ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
+        if (!bind_ep_window(&ep_rmr, &ctx))
+            GTEST_SKIP() << kNoEpScope;
+        ASSERT_FALSE(HasFailure());
         DAT_EP_HANDLE c2 = DAT_HANDLE_NULL, s2 = DAT_HANDLE_NULL;
         ASSERT_NO_FATAL_FAILURE(connect_second(server.ia.pz, &c2, &s2));
         std::swap(client.ep, c2); // the checks post on client.ep
@@ -751,11 +761,10 @@ TEST_P(RmrConnectedTest, RdmaReadThroughAWindowReturnsTheTarget) {
 
 TEST_P(RmrConnectedTest, WindowsOfDatRmrCreateForEpWork) {
     DAT_RMR_HANDLE ep_rmr = DAT_HANDLE_NULL;
-    if (!ep_scope_offered(server.ia.ia, server.ia.pz))
-        GTEST_SKIP() << kNoEpScope;
-    ASSERT_DAT_OK(dat_rmr_create_for_ep(server.ia.pz, &ep_rmr));
     DAT_RMR_CONTEXT ctx = 0;
-    ASSERT_TRUE(bind_completes(server, ep_rmr, target, kPage, kPage, kRemoteRw, &ctx));
+    if (!bind_ep_window(&ep_rmr, &ctx))
+        GTEST_SKIP() << kNoEpScope;
+    ASSERT_FALSE(HasFailure());
     ASSERT_NO_FATAL_FAILURE(expect_write_lands(at(kPage, 512, ctx), 0x33, 0x65));
     EXPECT_DAT_OK(dat_rmr_free(ep_rmr));
 }

@@ -342,6 +342,38 @@ TEST_F(KitRules, ALateCompletionOfAFlushedDtoIsDropped) {
     EXPECT_TRUE(side.requests_idle());
 }
 
+// A transport's queue is shared by the EPs of an EVD, and reading it may
+// cost what all of them cost (libfabric tcp's progress walks every endpoint
+// bound to it): an EP with nothing outstanding ends and goes without it.
+TEST_F(KitRules, AnIdleEndpointIsDisconnectedAndFreedWithoutReadingTheQueue) {
+    side.open("scripted");
+    side.connect();
+    ASSERT_OK(side.recv(1));
+    side.script().complete(side.op(0), DAT_DTO_SUCCESS, 8);
+    EXPECT_EQ(side.events(), std::vector<Seen>{dto(1)}); // every record back
+    const int reads = side.script().cq_reads();
+    side.script().end_connection(side.ep, false);
+    EXPECT_EQ(side.script().cq_reads(), reads) << "the disconnect read the queue";
+    EXPECT_EQ(side.events(), std::vector<Seen>{conn(DAT_CONNECTION_EVENT_DISCONNECTED)});
+    const int before_free = side.script().cq_reads();
+    ASSERT_OK(dat_ep_free(side.ep));
+    side.ep = DAT_HANDLE_NULL;
+    EXPECT_EQ(side.script().cq_reads(), before_free) << "the free read the queue";
+}
+
+// What is outstanding keeps the order: a completion still in the queue is
+// reported before the flushes and the event, also when freed unconnected.
+TEST_F(KitRules, AFreeTakesTheCompletionsOfItsOutstandingDtosOutOfTheQueue) {
+    side.open("scripted-ordered"); // takes receives before a connection
+    ASSERT_OK(side.recv(1));
+    side.script().complete(side.op(0), DAT_DTO_SUCCESS, 8);
+    const int reads = side.script().cq_reads();
+    ASSERT_OK(dat_ep_free(side.ep));
+    side.ep = DAT_HANDLE_NULL;
+    ASSERT_GT(side.script().cq_reads(), reads) << "the free left its completion in the queue";
+    EXPECT_EQ(side.events(), std::vector<Seen>{dto(1)});
+}
+
 TEST_F(KitRules, GracefulAndAbruptDisconnectsReachTheTransport) {
     side.open("scripted");
     side.connect();

@@ -62,6 +62,7 @@ void ScriptedTransport::cq_close(kit::Evd &evd) { delete static_cast<Queue *>(ev
 
 int ScriptedTransport::cq_read(kit::Evd &evd, Completion *out, int max) {
     std::lock_guard<std::mutex> lock(mu_);
+    ++cq_reads_;
     auto &q = static_cast<Queue *>(evd.cq)->completions;
     int n = 0;
     while (n < max && !q.empty()) {

@@ -64,6 +64,11 @@ public:
     std::size_t srq_posted(DAT_SRQ_HANDLE srq);
     kit::Op *srq_op(DAT_SRQ_HANDLE srq, std::size_t n);
     int srq_drops() const { return srq_drops_; }
+    // cq_read() calls so far, on every EVD: what the kit asks of a queue.
+    int cq_reads() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return cq_reads_;
+    }
 
     // ---- kit::Transport ------------------------------------------------
     DAT_RETURN open(kit::Capabilities &caps) override;
@@ -107,6 +112,7 @@ private:
     DAT_RETURN next_post_ = DAT_SUCCESS;
     DAT_CONN_QUAL next_qual_ = 10000;
     int srq_drops_ = 0;
+    int cq_reads_ = 0;
 };
 
 // Registers the scripted transport as provider `ia_name` with `ia_params`

@@ -405,8 +405,9 @@ run_transaction_rsp() {
 # ---- load and soak ---------------------------------------------------------------
 # dapltest transaction tests with 8 threads x 8 endpoints and data validation
 # (-V), client round after client round against one server for
-# $soak_seconds. Resident memory and open descriptors come from /proc: the
-# server's after the first round (warm) and after the last, each client's
+# $soak_seconds and at least three rounds. Resident memory and open
+# descriptors come from /proc: the server's after the second round (warm,
+# see below) and after the last, each client's
 # 3 s into its round (connected, buffers registered, warm) against the most
 # it reaches later in the round (sampled every 0.5 s). Growth beyond
 # $soak_rss_kib KiB (the server), $soak_client_rss_kib KiB (a client, whose
@@ -425,6 +426,11 @@ run_transaction_rsp() {
 # held: 24.0 -> 25.1 MiB over 8 rounds with both CPUs busy. A leak per
 # connection of ~8 KiB (64 connections a round) then fails this bound; the
 # heap in use is judged exactly by dapltest-soak-heap (run_soak_heap, below).
+# The server is judged from the end of round 2: since each PZ is a libfabric
+# domain of its own (opened and closed by every client round), its malloc
+# arenas take the shape of the rounds over two of them (RSS 20.7 -> 30.0 ->
+# 29.9 -> 32.6 MiB over four rounds, the growth inside glibc's arenas, the
+# heap in use flat).
 soak_tunables=glibc.malloc.mmap_threshold=131072
 : "${soak_rss_kib:=4096}"
 : "${soak_client_rss_kib:=8192}"
@@ -482,14 +488,13 @@ run_soak() {
         sleep 0.5
         s_rss1=$(proc_rss "$srv") s_fds1=$(proc_fds "$srv")
         [ -n "$s_rss1" ] || verdict_fail "soak round $round: the server process is gone"
-        if [ -z "$s_rss0" ]; then s_rss0=$s_rss1 s_fds0=$s_fds1; fi
+        if [ "$round" = 2 ]; then s_rss0=$s_rss1 s_fds0=$s_fds1; fi
         echo "soak round $round: server RSS $s_rss1 KiB, fds $s_fds1"
         now=$(date +%s)
-        [ $((now - start)) -ge "$soak_seconds" ] && break
+        [ $((now - start)) -ge "$soak_seconds" ] && [ "$round" -ge 3 ] && break
     done
-    [ "$round" -ge 3 ] || verdict_fail "soak: only $round rounds in $soak_seconds s (need 3: one to warm the server up)"
     [ "$rounds_judged" -ge 1 ] || verdict_fail "soak: no client round lived long enough to be sampled twice"
-    echo "soak: $round rounds (8 threads x 8 EPs, -V) in $((now - start)) s; server after round 1 -> after round $round:" \
+    echo "soak: $round rounds (8 threads x 8 EPs, -V) in $((now - start)) s; server after round 2 -> after round $round:" \
          "RSS $s_rss0 -> $s_rss1 KiB, fds $s_fds0 -> $s_fds1; clients' worst growth within a round: RSS +$worst_c_rss KiB, fds +$worst_c_fds"
     [ $((s_rss1 - s_rss0)) -le "$soak_rss_kib" ] || verdict_fail "soak: server RSS grew by $((s_rss1 - s_rss0)) KiB (bound $soak_rss_kib)"
     [ $((s_fds1 - s_fds0)) -le "$soak_fds" ] || verdict_fail "soak: server open descriptors grew by $((s_fds1 - s_fds0)) (bound $soak_fds)"

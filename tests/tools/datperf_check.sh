@@ -6,11 +6,11 @@
 #
 #   datperf_check.sh DATPERF CASE [PLUGIN]
 #
-# CASE: pingpong, pingpong-wait, write-lat, write, read, send, conn-rate,
+# CASE: pingpong, pingpong-wait, write-lat, write, read, send, ring, conn-rate,
 # compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
 # --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
 # bad-provider (unknown name; entry whose library does not load), pin (--pin),
-# timer (--timer).
+# timer (--timer), scale and scale-self (the scale workload, a few pairs).
 set -u
 datperf=$1 case=$2
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/datperf-check.XXXXXX") || exit 1
@@ -120,6 +120,17 @@ write | read | send)
     grep -q "16 outstanding" "$tmp/out" || fail "the table does not show the window"
     judge_table "$case:" 5 3 2 5
     judge_json "$case" 3
+    ;;
+ring)
+    # Every message found in the target's ring by its last byte, slots handed
+    # back by credit writes: a lost write or credit ends in datperf's timeout.
+    run ring --sizes 1,4k,64k -n 300 --window 16
+    expect_ok
+    grep -q "16 outstanding" "$tmp/out" || fail "the table does not show the ring's slots"
+    judge_table "ring:" 5 3 2 5
+    judge_json ring 3
+    run ring --wait --sizes 1 -n 10
+    [ "$rc" = 2 ] && grep -q "ring polls memory" "$tmp/err" || fail "ring --wait was not refused (exit $rc)"
     ;;
 conn-rate)
     run conn-rate --endpoints 20 --window 8
@@ -272,6 +283,74 @@ PY
     [ "$rc" = 2 ] || fail "--timer sundial: exit status $rc, expected 2"
     grep -q "none of auto, clock, tsc" "$tmp/err" || fail "--timer sundial: no clear message"
     echo "ok: --timer: TSC figures in microseconds, the heading and the JSON name the clock, a bad value refused"
+    ;;
+scale | scale-self)
+    # A few pairs in two batches: the table has its rows (none, 4, 8,
+    # after), the JSON the same with sane figures, every descriptor comes
+    # back, and the chart is drawn. Not a timed test: no figure is compared
+    # with a bound but for what cannot be otherwise (CPU within what the
+    # CPUs can give, counts of descriptors).
+    self=
+    [ "$case" = scale-self ] && self=--self
+    plot=
+    command -v gnuplot >/dev/null && plot="--plot $tmp/chart.png"
+    run scale $self --pairs 4,8 --window 3 --idle 1 -n 100 $plot
+    expect_ok
+    grep -q "^RLIMIT_NOFILE " "$tmp/out" || fail "the table does not say what became of RLIMIT_NOFILE"
+    # pairs, batch, setup, teardown, idle client, idle server, fds/pair x2, RSS/pair x2, median, x
+    awk '/^scale: / { t = 1; next }
+         t && $1 == "pairs" { h = 1; next }
+         t && h && NF == 12 && ($1 == "4" || $1 == "8") {
+             rows++
+             for (i = 3; i <= 4; i++) if (!($i + 0 > 0)) { print "row " $1 ": column " i " is " $i; bad = 1 }
+             if (!($11 + 0 > 0)) { print "row " $1 ": no ping-pong median"; bad = 1 }
+         }
+         t && h && ($1 == "0" || $1 == "after") && NF == 12 { ends++ }
+         END { exit !(rows == 2 && ends == 2 && !bad) }' "$tmp/out" || fail "the scale table (rows 0, 4, 8, after)"
+    grep -qE "^  client: [0-9]+ before the pairs, [0-9]+ at 8 pairs, [0-9]+ after teardown: all returned" "$tmp/out" ||
+        fail "the client's descriptors are not all returned after teardown"
+    python3 - "$tmp/out.json" "$(nproc)" "$self" <<'PY' || fail "--json scale figures"
+import json, math, sys
+doc = json.load(open(sys.argv[1]))
+ncpu, self_mode = int(sys.argv[2]), sys.argv[3] == "--self"
+tests = [t for t in doc["tests"] if t["workload"] == "scale"]
+assert tests, "no scale test in the JSON"
+s = tests[0]["scale"]
+assert s["self"] == self_mode and s["idle_s"] == 1 and s["pingpong"]["iters"] == 100, s
+rows = s["rows"]
+assert [(r["pairs"], r["after"]) for r in rows] == [(0, 0), (4, 0), (8, 0), (0, 1)], [(r["pairs"], r["after"]) for r in rows]
+none, after = rows[0], rows[-1]
+for r in rows:
+    for side in ("client", "server"):
+        cpu = r[side + "_cpu_pct"]
+        assert 0 <= cpu <= 100 * ncpu, "%s CPU %s%% at %d pairs" % (side, cpu, r["pairs"])
+        assert r[side + "_threads"] and sum(t["main"] for t in r[side + "_threads"]) <= 1, r[side + "_threads"]
+        assert r[side + "_fds"] > 0 and r[side + "_rss_kib"] > 0, r
+    assert r["pp_median_us"] > 0 and r["pp_min_us"] <= r["pp_median_us"] <= r["pp_p99_us"], r
+for r in rows[1:3]:
+    for key in ("setup_us", "teardown_us", "create_us", "connect_us", "passive_create_us", "accept_us",
+                "disconnect_us", "free_us", "passive_free_us"):
+        assert r[key] is not None and r[key] > 0, "%s = %s at %d pairs" % (key, r[key], r["pairs"])
+    assert r["batch"] == 4, r
+    # Every pair holds its descriptors (none on some transports) in the
+    # process that holds its ends; with --self the server holds none.
+    assert r["client_fds"] >= none["client_fds"], r
+    if self_mode:
+        assert r["server_fds"] == none["server_fds"], "the server holds no pair, yet its descriptors changed"
+for side in ("client", "server"):
+    assert after[side + "_fds"] == none[side + "_fds"], "%s: %d descriptors before, %d after teardown" % (
+        side, none[side + "_fds"], after[side + "_fds"])
+    assert after[side + "_rss_trimmed_kib"] > 0, "%s: no RSS after malloc_trim" % side
+print("ok: json scale: rows 0, 4, 8, after; descriptors returned; CPU within 0..%d%%" % (100 * ncpu))
+PY
+    if [ -n "$plot" ]; then
+        [ "$(head -c 8 "$tmp/chart.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "--plot wrote no PNG"
+    fi
+    # Usage: --self belongs to scale; scale has no CSV.
+    run pingpong --self
+    [ "$rc" = 2 ] || fail "--self without scale: exit status $rc, expected 2"
+    run scale --csv
+    [ "$rc" = 2 ] || fail "scale --csv: exit status $rc, expected 2"
     ;;
 bad-provider)
     run -P no-such-ia

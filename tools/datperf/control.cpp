@@ -66,6 +66,7 @@ CtrlMsg run_message(const Phase &ph)
     m.warmup = ph.warmup;
     m.window = static_cast<std::uint32_t>(ph.window);
     m.endpoints = static_cast<std::uint32_t>(ph.endpoints);
+    m.op = ph.op;
     return m;
 }
 
@@ -79,6 +80,7 @@ Phase phase_of(const CtrlMsg &m)
     ph.warmup = m.warmup;
     ph.window = static_cast<int>(std::max<std::uint32_t>(1, m.window));
     ph.endpoints = static_cast<int>(m.endpoints);
+    ph.op = m.op;
     return ph;
 }
 
@@ -191,6 +193,7 @@ const char *role_name(ConnRole r)
     case ConnRole::Control: return "control";
     case ConnRole::Data: return "data";
     case ConnRole::ConnRate: return "conn-rate";
+    case ConnRole::Scale: return "scale";
     }
     return "unknown";
 }

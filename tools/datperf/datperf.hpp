@@ -7,9 +7,12 @@
 // against OFED's libdat2 and providers.
 #pragma once
 
+#include "usage.hpp"
+
 #include <dat2/udat.h>
 
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -19,14 +22,14 @@ namespace datperf {
 
 // ---- workloads ----------------------------------------------------------------
 
-enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate };
+enum class Workload : std::uint32_t { PingPong = 1, WriteLat, WriteBw, ReadBw, SendBw, ConnRate, Scale, Ring };
 
 struct WorkloadInfo {
     Workload id;
     const char *name;  // on the command line and in the outputs
     const char *title; // one line for the report
     bool latency;      // a ping-pong: a latency distribution per size
-    bool sized;        // measured per message size (conn-rate is per endpoint count)
+    bool sized;        // measured per message size (conn-rate: per endpoint count; scale: per pair count)
 };
 
 const std::vector<WorkloadInfo> &workloads();
@@ -38,6 +41,7 @@ const char *completion_name(Completion c);
 
 constexpr std::uint64_t kMinSize = 1;
 constexpr std::uint64_t kMaxSize = std::uint64_t(4) << 20;
+constexpr long kMaxPairs = 10000; // scale: pairs at most (conn-rate: endpoints)
 
 // ---- options ------------------------------------------------------------------
 
@@ -50,6 +54,10 @@ struct Options {
     long warmup = -1;                     // -1: a tenth of the iterations (at most 100)
     int window = 64;                      // outstanding operations of the streaming workloads
     int endpoints = 100;                  // conn-rate
+    std::vector<std::uint64_t> pairs;     // scale: pair counts, ascending (default 128..4096, doubling)
+    double idle_s = 3;                    // scale: how long both processes sleep at each count
+    bool scale_self = false;              // scale --self: both ends of every pair in the client process
+    bool sizes_given = false;             // --sizes or --sweep
     bool completion_forced = false;       // --poll or --wait given
     Completion completion = Completion::Poll;
     std::string provider;                 // IA name; empty: the registry's first entry
@@ -90,9 +98,12 @@ void usage(std::FILE *out);
 Completion completion_for(const Options &opt, Workload w);
 // Iterations for one size: --iters, else 1000 up to 64 KiB and fewer above
 // (64 MiB per size, at least 50); streaming: 256 MiB per size within
-// [200, 10000]; conn-rate: the endpoint count.
+// [200, 10000]; conn-rate: the endpoint count; scale: its ping-pong's.
 std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size);
 std::uint64_t warmup_for(const Options &opt, Workload w, std::uint64_t iters);
+// The message size of the scale workload's ping-pong: the smallest of
+// --sizes, else 64 B.
+std::uint64_t scale_pingpong_size(const Options &opt);
 
 // "4k" -> 4096 (k, m, g are powers of 1024; "KiB" and "KB" spellings too).
 bool parse_size(const std::string &text, std::uint64_t *out);
@@ -131,11 +142,61 @@ struct Point {
     double seconds = 0; // measured wall time of the whole size
 };
 
+// ---- the scale workload's results --------------------------------------------------
+
+constexpr double kNotMeasured = std::numeric_limits<double>::quiet_NaN();
+
+// One pair count of the scale workload in one run. A pair is one endpoint
+// on the client and one on the server, connected to each other (with
+// --self, both in the client process). Figures that were not measured
+// (the row at 0 pairs has no setup) are kNotMeasured.
+struct ScaleRow {
+    double pairs = 0;
+    double after = 0; // 1: the row after every pair was torn down
+    double batch = 0; // pairs connected to reach this count (and torn down to leave it)
+    // Wall time of the batch over its pairs, in us: setup from the first
+    // dat_ep_create to the last ESTABLISHED on both sides; teardown from
+    // the first dat_ep_disconnect to the last dat_ep_free on both sides.
+    double setup_us = kNotMeasured, teardown_us = kNotMeasured;
+    // Time inside the calls, us per call, over the batch. Active: the
+    // connecting side; passive: the accepting side.
+    double create_us = kNotMeasured, connect_us = kNotMeasured, disconnect_us = kNotMeasured, free_us = kNotMeasured;
+    double passive_create_us = kNotMeasured, accept_us = kNotMeasured, passive_free_us = kNotMeasured;
+    // Each process asleep for --idle seconds: CPU time of all its threads,
+    // in % of one CPU; descriptors, resident KiB and malloc heap (in use,
+    // free but kept) at that count, before the sleep.
+    double client_cpu_pct = kNotMeasured, server_cpu_pct = kNotMeasured;
+    double client_fds = kNotMeasured, server_fds = kNotMeasured;
+    double client_rss_kib = kNotMeasured, server_rss_kib = kNotMeasured;
+    double client_heap_kib = kNotMeasured, server_heap_kib = kNotMeasured;
+    double client_heap_free_kib = kNotMeasured, server_heap_free_kib = kNotMeasured;
+    // The row after teardown: RSS once malloc gave back what it kept free
+    // (malloc_trim), taken at the very end.
+    double client_rss_trimmed_kib = kNotMeasured, server_rss_trimmed_kib = kNotMeasured;
+    // The ping-pong of the data connection (its own EVDs) with the pairs
+    // around it: one-way, us.
+    double pp_median_us = kNotMeasured, pp_p99_us = kNotMeasured, pp_min_us = kNotMeasured;
+    // Over the sleep, busiest first (a few).
+    std::vector<ThreadCpu> client_threads, server_threads;
+};
+
+// The numeric figures of a ScaleRow by name, in one order: the pipe between
+// processes, the JSON and the combining of runs all go through this list.
+struct ScaleField {
+    const char *name;
+    double ScaleRow::*member;
+};
+const std::vector<ScaleField> &scale_fields();
+// The row of several runs: the median of each figure over the runs that
+// measured it; each side's threads from the run nearest its median CPU.
+ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs);
+
 struct TestResult {
     Workload workload = Workload::PingPong;
     Completion completion = Completion::Poll;
     int window = 1;
     std::vector<Point> points;
+    std::vector<ScaleRow> scale; // the scale workload's rows instead of points
 };
 
 // Percentiles of samples (microseconds; sorted in place).

@@ -66,6 +66,36 @@ void write_point(std::FILE *out, const Point &p)
     std::fflush(out);
 }
 
+// A list of threads as "tid,main,pct,name;..." ("-": none).
+std::string threads_text(const std::vector<ThreadCpu> &threads)
+{
+    std::string out;
+    for (const auto &t : threads) {
+        std::string name = t.name;
+        for (char &c : name)
+            if (c == ',' || c == ';' || c == '\t' || c == '\n')
+                c = '_';
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%d,%d,%.17g,", static_cast<int>(t.tid), t.main ? 1 : 0, t.pct);
+        out += (out.empty() ? "" : ";") + std::string(buf) + name;
+    }
+    return out.empty() ? "-" : out;
+}
+
+// The scale workload's rows, one line each: "scale", every figure of
+// scale_fields() (nan: not measured), then each side's threads.
+void write_scale(std::FILE *out, const std::vector<ScaleRow> &rows)
+{
+    for (const auto &row : rows) {
+        std::fprintf(out, "scale");
+        for (const auto &f : scale_fields())
+            std::fprintf(out, "\t%.17g", row.*f.member);
+        std::fprintf(out, "\t%s\t%s\n", threads_text(row.client_threads).c_str(),
+                     threads_text(row.server_threads).c_str());
+    }
+    std::fflush(out);
+}
+
 std::vector<std::string> fields(const std::string &line)
 {
     std::vector<std::string> out;
@@ -77,6 +107,31 @@ std::vector<std::string> fields(const std::string &line)
             return out;
         start = tab + 1;
     }
+}
+
+std::vector<ThreadCpu> threads_of_text(const std::string &text)
+{
+    std::vector<ThreadCpu> out;
+    if (text == "-")
+        return out;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        auto end = text.find(';', start);
+        std::string item = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+        ThreadCpu t;
+        char name[64] = "";
+        int tid = 0, main = 0;
+        if (std::sscanf(item.c_str(), "%d,%d,%lf,%63[^\n]", &tid, &main, &t.pct, name) >= 3) {
+            t.tid = tid;
+            t.main = main != 0;
+            t.name = name;
+            out.push_back(t);
+        }
+        if (end == std::string::npos)
+            break;
+        start = end + 1;
+    }
+    return out;
 }
 
 // One line of the stream into *r; the point it adds, if any, in *added.
@@ -103,6 +158,13 @@ bool read_line(const std::string &line, SessionResults *r, const Point **added)
             *v[i] = std::stod(f[4 + i]);
         r->tests.back().points.push_back(p);
         *added = &r->tests.back().points.back();
+    } else if (f[0] == "scale" && f.size() == scale_fields().size() + 3 && !r->tests.empty()) {
+        ScaleRow row;
+        for (std::size_t i = 0; i < scale_fields().size(); ++i)
+            row.*scale_fields()[i].member = std::stod(f[1 + i]);
+        row.client_threads = threads_of_text(f[scale_fields().size() + 1]);
+        row.server_threads = threads_of_text(f[scale_fields().size() + 2]);
+        r->tests.back().scale.push_back(row);
     } else if (f[0] == "end") {
         return false;
     }
@@ -314,6 +376,7 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
         ClientHooks hooks;
         hooks.on_info = [&](const SessionInfo &i) { write_info(out, i); };
         hooks.on_test = [&](const TestResult &t) { write_test(out, t); };
+        hooks.on_scale = [&](const std::vector<ScaleRow> &rows) { write_scale(out, rows); };
         hooks.on_point = [&](const Point &p) {
             write_point(out, p);
             char c;
@@ -398,6 +461,12 @@ bool write_file(const std::string &path, const Report &r, void (*writer)(std::FI
 
 int run(const Options &opt)
 {
+    // Every pair of the scale workload holds descriptors (a socket per
+    // endpoint on tcp); the children inherit the raised limit. A server
+    // does not know what its client will run: it raises it anyway.
+    const bool scale = std::find(opt.workloads.begin(), opt.workloads.end(), Workload::Scale) != opt.workloads.end();
+    const std::string fd_limit = scale || opt.role == Role::Server ? raise_fd_limit() : std::string();
+
     // The IA: -P, else the registry's first entry, else ofi-tcp.
     const std::vector<std::string> names = registry_names();
     std::string ia_name = opt.provider;
@@ -441,6 +510,14 @@ int run(const Options &opt)
     }
 
     Report report;
+    if (scale) {
+        report.scale.fd_limit = fd_limit;
+        report.scale.self = opt.scale_self;
+        report.scale.idle_s = opt.idle_s;
+        report.scale.pingpong_size = scale_pingpong_size(opt);
+        report.scale.pingpong_iters = iters_for(opt, Workload::Scale, report.scale.pingpong_size);
+        report.scale.pingpong_completion = opt.completion_forced ? opt.completion : Completion::Poll;
+    }
     if (opt.role == Role::Client) {
         report.mode = "two hosts";
         if (opt.client_cpu >= 0)

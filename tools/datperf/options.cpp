@@ -24,6 +24,9 @@ const std::vector<WorkloadInfo> &workloads()
         {Workload::ReadBw, "read", "RDMA-read streaming bandwidth", false, true},
         {Workload::SendBw, "send", "send/recv streaming bandwidth", false, true},
         {Workload::ConnRate, "conn-rate", "connection establishment rate", false, false},
+        {Workload::Scale, "scale", "costs against the number of connected pairs", false, false},
+        {Workload::Ring, "ring", "RDMA writes into a ring the target polls, credits back by RDMA write (MPI eager RDMA)",
+         false, true},
     };
     return table;
 }
@@ -124,6 +127,17 @@ void usage(std::FILE *out)
         "                      buffer (like dtest -W and ib_write_lat)\n"
         "  write, read, send   streaming bandwidth with --window operations outstanding\n"
         "  conn-rate           connections per second for --endpoints endpoints\n"
+        "  scale               N pairs connected in batches over one PSP, one connection\n"
+        "                      EVD and one DTO EVD per side (--pairs): at each count the\n"
+        "                      per-pair setup time of the batch, both processes' CPU\n"
+        "                      while asleep (--idle), fds and RSS per pair, the ping-pong\n"
+        "                      of the data connection among them (smallest --sizes, else\n"
+        "                      64 B; --iters); then per-pair teardown time by batch, and\n"
+        "                      the fds and RSS after. Raises RLIMIT_NOFILE to the hard limit\n"
+        "  ring                RDMA writes into a ring of --window slots that the target\n"
+        "                      polls (each slot's last byte), slots handed back by RDMA\n"
+        "                      write; both sides dequeue one shared EVD between looks at\n"
+        "                      memory (MPI's eager RDMA path); messages per second\n"
         "  Latency is one-way: round trip / 2, in microseconds (us). MB/s is 10^6 bytes\n"
         "  per second; for the ping-pongs it is size / one-way latency.\n"
         "\n"
@@ -136,9 +150,18 @@ void usage(std::FILE *out)
         "                      within 200..10000)\n"
         "  --warmup N          unmeasured iterations before them (default: a tenth, at\n"
         "                      most 100)\n"
-        "  --window N          outstanding operations of write/read/send, outstanding\n"
-        "                      connects of conn-rate (default 64; clamped to the IA's limits)\n"
+        "  --window N          outstanding operations of write/read/send, slots of ring,\n"
+        "                      outstanding connects of conn-rate (default 64; clamped to\n"
+        "                      the IA's limits)\n"
         "  --endpoints N       endpoints of conn-rate (default 100)\n"
+        "  --pairs LIST        pair counts of scale, ascending: e.g. 128,256,1024 or\n"
+        "                      MIN:MAX, doubling (default 128:4096)\n"
+        "  --idle SEC          scale: how long both processes sleep at each count while\n"
+        "                      their CPU time is measured (default 3; 0: not measured)\n"
+        "  --self              scale: both ends of every pair in the client process,\n"
+        "                      connected to itself through a PSP of its own (one\n"
+        "                      connection EVD for requests and connections); the server\n"
+        "                      holds only the data connection\n"
         "  --poll              completions by dat_evd_dequeue busy-polling (default of\n"
         "                      pingpong and write-lat)\n"
         "  --wait              completions by dat_evd_wait (default of the others;\n"
@@ -167,7 +190,8 @@ void usage(std::FILE *out)
         "  --json[=FILE]       JSON; on stdout instead of the table, or into FILE\n"
         "  --csv[=FILE]        CSV; on stdout instead of the table, or into FILE\n"
         "  --plot FILE.png     latency and bandwidth against size (gnuplot), one line per\n"
-        "                      run and per peer\n"
+        "                      run and per peer; scale: its figures against the pair\n"
+        "                      count (into FILE-scale.png when other workloads are plotted)\n"
         "  --progress, --no-progress\n"
         "                      a progress line on stderr for sizes that take over a\n"
         "                      second (default: when stderr is a terminal)\n"
@@ -326,6 +350,41 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
             if (!number(1, 10000, &n))
                 return false;
             opt->endpoints = static_cast<int>(n);
+        } else if (a == "--pairs") {
+            if (!need(&v))
+                return bad("--pairs needs a list, e.g. 128,256,1024, or MIN:MAX");
+            std::set<std::uint64_t> counts;
+            auto count_of = [](const std::string &item, std::uint64_t *out) {
+                long c = 0;
+                if (!parse_long(item, 1, kMaxPairs, &c))
+                    return false;
+                *out = static_cast<std::uint64_t>(c);
+                return true;
+            };
+            auto parts = split(v, ':');
+            if (parts.size() == 2) {
+                std::uint64_t lo = 0, hi = 0;
+                if (!count_of(parts[0], &lo) || !count_of(parts[1], &hi) || lo > hi)
+                    return bad("--pairs: '" + v + "' is not MIN:MAX with 1 <= MIN <= MAX <= " +
+                               std::to_string(kMaxPairs));
+                for (std::uint64_t c = lo; c < hi; c *= 2)
+                    counts.insert(c);
+                counts.insert(hi);
+            } else {
+                for (const auto &item : split(v, ',')) {
+                    std::uint64_t c = 0;
+                    if (!count_of(item, &c))
+                        return bad("--pairs: '" + item + "' is not a count from 1 to " + std::to_string(kMaxPairs));
+                    counts.insert(c);
+                }
+            }
+            opt->pairs.assign(counts.begin(), counts.end());
+        } else if (a == "--idle") {
+            if (!number(0, 600, &n))
+                return false;
+            opt->idle_s = static_cast<double>(n);
+        } else if (a == "--self") {
+            opt->scale_self = true;
         } else if (a == "--poll" || a == "--wait") {
             Completion c = a == "--poll" ? Completion::Poll : Completion::Wait;
             if (opt->completion_forced && opt->completion != c)
@@ -432,14 +491,20 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
 
     if (opt->workloads.empty())
         opt->workloads.push_back(Workload::PingPong);
+    opt->sizes_given = sizes_given;
     if (!sizes_given)
         sizes = {1, 64, 4096, 65536, 1 << 20};
+    if (opt->pairs.empty())
+        opt->pairs = {128, 256, 512, 1024, 2048, 4096};
     opt->sizes.assign(sizes.begin(), sizes.end());
     if (opt->json && opt->csv)
         return bad("--json and --csv cannot both take stdout; give one a file (--csv=FILE)");
     if (opt->completion_forced && opt->completion == Completion::Wait &&
         std::find(opt->workloads.begin(), opt->workloads.end(), Workload::WriteLat) != opt->workloads.end())
         return bad("write-lat polls memory for the peer's writes: --wait does not apply to it");
+    if (opt->completion_forced && opt->completion == Completion::Wait &&
+        std::find(opt->workloads.begin(), opt->workloads.end(), Workload::Ring) != opt->workloads.end())
+        return bad("ring polls memory for the peer's writes: --wait does not apply to it");
     if (opt->role != Role::Loopback && !opt->compare.empty())
         return bad("--compare runs its peers on this host: it needs the one-command mode (no --server/--connect)");
     if (opt->role == Role::Server && (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() ||
@@ -449,6 +514,11 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
         return bad("--pin needs two CPUs in one-command mode: S,C (server, client)");
     if (pin_given == 2 && opt->role != Role::Loopback)
         return bad("--pin takes one CPU with --server or --connect (this process)");
+    const bool scale = std::find(opt->workloads.begin(), opt->workloads.end(), Workload::Scale) != opt->workloads.end();
+    if (scale && (opt->csv || !opt->csv_path.empty()))
+        return bad("scale has no CSV form: use --json");
+    if (opt->scale_self && !scale)
+        return bad("--self is an option of the scale workload");
     if (opt->role != Role::Loopback && opt->port < 0)
         opt->port = kDefaultPort;
     *exit_code = 0;
@@ -457,7 +527,7 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
 
 Completion completion_for(const Options &opt, Workload w)
 {
-    if (w == Workload::WriteLat)
+    if (w == Workload::WriteLat || w == Workload::Ring)
         return Completion::Poll;
     if (opt.completion_forced)
         return opt.completion;
@@ -470,6 +540,8 @@ std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size)
         return static_cast<std::uint64_t>(opt.endpoints);
     if (opt.iters > 0)
         return static_cast<std::uint64_t>(opt.iters);
+    if (w == Workload::Scale)
+        return 1000;
     if (info(w).latency) {
         if (size <= 65536)
             return 1000;
@@ -486,5 +558,7 @@ std::uint64_t warmup_for(const Options &opt, Workload w, std::uint64_t iters)
         return static_cast<std::uint64_t>(opt.warmup);
     return std::min<std::uint64_t>(100, iters / 10);
 }
+
+std::uint64_t scale_pingpong_size(const Options &opt) { return opt.sizes_given ? opt.sizes.front() : 64; }
 
 } // namespace datperf

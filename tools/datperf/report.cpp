@@ -32,6 +32,8 @@ void add_run(Report *report, const std::vector<TestResult> &tests)
             w->window = t.window;
         }
         w->runs.push_back(t.points);
+        if (t.workload == Workload::Scale)
+            w->scale_runs.push_back(t.scale);
     }
 }
 
@@ -47,6 +49,14 @@ void combine(Report *report)
                 if (i < run.size())
                     same.push_back(run[i]);
             w.combined.push_back(combine_runs(same));
+        }
+        w.scale.clear();
+        for (std::size_t i = 0; !w.scale_runs.empty() && i < w.scale_runs.front().size(); ++i) {
+            std::vector<ScaleRow> same;
+            for (const auto &run : w.scale_runs)
+                if (i < run.size())
+                    same.push_back(run[i]);
+            w.scale.push_back(combine_scale_runs(same));
         }
     }
 }
@@ -122,6 +132,10 @@ void table_header(std::FILE *out, const Report &r, const WorkloadReport &w)
 void print_workload(std::FILE *out, const Report &r, const WorkloadReport &w)
 {
     const WorkloadInfo &wi = info(w.workload);
+    if (w.workload == Workload::Scale) {
+        print_scale(out, r, w);
+        return;
+    }
     table_header(out, r, w);
     if (wi.latency) {
         std::fprintf(out, "%8s %9s %10s %10s %10s %10s %10s\n", "size", "iters", "median", "p99", "min", "MB/s",
@@ -174,6 +188,8 @@ void print_workload(std::FILE *out, const Report &r, const WorkloadReport &w)
 
 std::string json_string(const std::string &s) { return dat2::tools::json_quote(s); }
 
+} // namespace
+
 std::string json_number(double v)
 {
     if (!std::isfinite(v))
@@ -182,6 +198,8 @@ std::string json_number(double v)
     std::snprintf(buf, sizeof buf, "%.6g", v);
     return buf;
 }
+
+namespace {
 
 std::string json_point(const Point &p, Workload w)
 {
@@ -240,7 +258,10 @@ void write_json(std::FILE *out, const Report &r)
         std::fprintf(out, "     \"results\": [");
         for (std::size_t i = 0; i < w.combined.size(); ++i)
             std::fprintf(out, "%s\n       %s", i ? "," : "", json_point(w.combined[i], w.workload).c_str());
-        std::fprintf(out, "\n     ],\n     \"runs\": [");
+        if (w.workload == Workload::Scale)
+            std::fprintf(out, "\n     ],\n     \"scale\": %s,\n     \"runs\": [", scale_json(r, w).c_str());
+        else
+            std::fprintf(out, "\n     ],\n     \"runs\": [");
         for (std::size_t k = 0; k < w.runs.size(); ++k) {
             std::fprintf(out, "%s\n       [", k ? "," : "");
             for (std::size_t i = 0; i < w.runs[k].size(); ++i)
@@ -357,7 +378,58 @@ void write_csv(std::FILE *out, const Report &r)
     }
 }
 
+bool run_gnuplot(const std::string &script, std::string *error)
+{
+    std::string script_path;
+    int fd = make_temp_file("plot", &script_path, error);
+    if (fd < 0)
+        return false;
+    bool written = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+    close(fd);
+    if (!written) {
+        unlink(script_path.c_str());
+        *error = "cannot write the gnuplot script";
+        return false;
+    }
+    Process gp;
+    bool ok = gp.start({"gnuplot", script_path}, {}, -1, error);
+    int status = 0;
+    if (ok && !gp.wait(60, &status)) {
+        *error = "gnuplot still runs after 60 s";
+        ok = false;
+    } else if (ok && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
+        *error = "gnuplot failed (" + status_text(status) + "): " + gp.output();
+        ok = false;
+    }
+    unlink(script_path.c_str());
+    if (!ok && error->find("not found") != std::string::npos)
+        *error += " (Debian package gnuplot-nox)";
+    return ok;
+}
+
+std::string scale_plot_path(const std::string &path)
+{
+    const auto slash = path.rfind('/');
+    const auto dot = path.rfind('.');
+    if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
+        return path + "-scale";
+    return path.substr(0, dot) + "-scale" + path.substr(dot);
+}
+
 bool write_plot(const std::string &path, const Report &r, std::string *error)
+{
+    const bool scale = std::any_of(r.tests.begin(), r.tests.end(),
+                                   [](const WorkloadReport &w) { return w.workload == Workload::Scale; });
+    const bool sized =
+        std::any_of(r.tests.begin(), r.tests.end(), [](const WorkloadReport &w) { return info(w.workload).sized; });
+    if (scale && !write_scale_plot(sized ? scale_plot_path(path) : path, r, error))
+        return false;
+    if (scale && !sized)
+        return true;
+    return write_size_plot(path, r, error);
+}
+
+bool write_size_plot(const std::string &path, const Report &r, std::string *error)
 {
     struct Series {
         std::string title, data; // data: "size value" lines
@@ -468,31 +540,7 @@ bool write_plot(const std::string &path, const Report &r, std::string *error)
     if (!latency.empty() && !bandwidth.empty())
         script += "unset multiplot\n";
 
-    std::string script_path;
-    int fd = make_temp_file("plot", &script_path, error);
-    if (fd < 0)
-        return false;
-    bool written = write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
-    close(fd);
-    if (!written) {
-        unlink(script_path.c_str());
-        *error = "cannot write the gnuplot script";
-        return false;
-    }
-    Process gp;
-    bool ok = gp.start({"gnuplot", script_path}, {}, -1, error);
-    int status = 0;
-    if (ok && !gp.wait(60, &status)) {
-        *error = "gnuplot still runs after 60 s";
-        ok = false;
-    } else if (ok && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-        *error = "gnuplot failed (" + status_text(status) + "): " + gp.output();
-        ok = false;
-    }
-    unlink(script_path.c_str());
-    if (!ok && error->find("not found") != std::string::npos)
-        *error += " (Debian package gnuplot-nox)";
-    return ok;
+    return run_gnuplot(script, error);
 }
 
 } // namespace datperf

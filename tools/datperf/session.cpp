@@ -275,6 +275,8 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
     for (auto w : opt.workloads)
         if (info(w).sized)
             max_size = std::max(max_size, opt.sizes.back());
+        else if (w == Workload::Scale)
+            max_size = std::max(max_size, scale_pingpong_size(opt));
     Memory mem;
     mem.create(ia, 2 * max_size, "data buffers");
     OwnedEvd data_evd;
@@ -313,12 +315,22 @@ SessionResults run_client(const Options &opt, const std::string &ia_name, const 
         case Workload::PingPong:
         case Workload::WriteLat: t.window = 1; break;
         case Workload::WriteBw:
-        case Workload::SendBw: t.window = std::min(opt.window, d.request_depth); break;
+        case Workload::SendBw:
+        case Workload::Ring: t.window = std::min(opt.window, d.request_depth); break;
         case Workload::ReadBw: t.window = std::min(opt.window, d.read_depth); break;
-        case Workload::ConnRate: t.window = std::min(opt.window, 256); break;
+        case Workload::ConnRate:
+        case Workload::Scale: t.window = std::min(opt.window, 256); break;
         }
         if (hooks.on_test)
             hooks.on_test(t);
+        if (w == Workload::Scale) {
+            ev.set_mode(t.completion);
+            t.scale = client_scale(d, ctrl, ev, opt, progress, crs);
+            if (hooks.on_scale)
+                hooks.on_scale(t.scale);
+            out.tests.push_back(std::move(t));
+            continue;
+        }
         std::vector<std::uint64_t> sizes = opt.sizes;
         if (!info(w).sized)
             sizes = {static_cast<std::uint64_t>(opt.endpoints)};

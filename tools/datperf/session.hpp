@@ -293,6 +293,23 @@ private:
 
 enum class Msg : std::uint32_t { Hello = 1, Run, Ready, Done, Quit, Bye };
 
+// The steps of the scale workload, each a Run from the client (scale.cpp).
+enum class ScaleOp : std::uint32_t { None = 0, Begin, Connect, Idle, Teardown, End };
+
+// What one side of the scale workload tells the other about itself, in its
+// Ready and Done messages.
+struct ScaleReport {
+    double cpu_pct;                               // Idle: over the sleep, % of one CPU
+    double fds, rss_kib, heap_kib, heap_free_kib; // before the sleep, or after the batch
+    double create_us, accept_us, free_us;         // Connect, Teardown: per call over the batch
+    struct Thread {
+        std::int32_t tid;
+        std::int32_t main;
+        float pct;
+        char name[16];
+    } threads[3]; // Idle: the busiest, over the sleep
+};
+
 // One control message; both hosts are assumed to share byte order.
 struct CtrlMsg {
     std::uint32_t magic;
@@ -310,14 +327,15 @@ struct CtrlMsg {
     std::uint64_t size;
     std::uint64_t iters;
     std::uint64_t warmup;
-    std::uint32_t endpoints;
-    std::uint32_t reserved;
+    std::uint32_t endpoints; // conn-rate: endpoints; scale: pairs of the batch (Begin: the most)
+    ScaleOp op;              // scale: the step
+    ScaleReport scale;       // scale: the sender's figures
 };
 
 constexpr std::uint32_t kCtrlMagic = 0x44505246; // "DPRF"
 
 // Connection roles, in each connect's private data.
-enum class ConnRole : std::uint32_t { Control = 1, Data = 2, ConnRate = 3 };
+enum class ConnRole : std::uint32_t { Control = 1, Data = 2, ConnRate = 3, Scale = 4 };
 struct ConnTag {
     std::uint32_t magic;
     ConnRole role;
@@ -386,9 +404,10 @@ struct Phase {
     std::uint64_t size = 0, iters = 0, warmup = 0;
     int window = 1;
     int endpoints = 0;
+    ScaleOp op = ScaleOp::None;
 };
 
-// Everything a conn-rate measurement needs from its session.
+// Everything a conn-rate or scale measurement needs from its session.
 struct ConnRateSetup {
     Ia *ia = nullptr;
     DAT_EVD_HANDLE cr_evd = DAT_HANDLE_NULL; // server
@@ -403,6 +422,16 @@ Point client_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Prog
                    const ConnRateSetup &cr);
 void server_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr);
 
+// scale.cpp: the scale workload. The client runs every step (the server
+// follows its Run messages until ScaleOp::End) and returns the row with no
+// pairs, one row per pair count, then the row after teardown.
+std::vector<ScaleRow> client_scale(DataPath &d, Control &ctrl, Events &ev, const Options &opt, Progress &progress,
+                                   const ConnRateSetup &cr);
+void server_scale(DataPath &d, Control &ctrl, Events &ev, const Phase &begin, const ConnRateSetup &cr);
+
+// ring.cpp: the ring workload's two sides.
+Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress);
+void server_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph);
 CtrlMsg ctrl_message(Msg type);
 CtrlMsg run_message(const Phase &ph);
 Phase phase_of(const CtrlMsg &m);
@@ -426,6 +455,7 @@ struct ClientHooks {
     std::function<void(const SessionInfo &)> on_info;
     std::function<void(const TestResult &)> on_test; // a workload starts (no points yet)
     std::function<void(const Point &)> on_point;
+    std::function<void(const std::vector<ScaleRow> &)> on_scale; // scale's rows, at its end
 };
 
 // Connects to the server at `host` (empty: the IA's own address) and

@@ -76,4 +76,66 @@ Point combine_runs(const std::vector<Point> &runs)
     return c;
 }
 
+const std::vector<ScaleField> &scale_fields()
+{
+#define DATPERF_SCALE_FIELD(f) ScaleField{#f, &ScaleRow::f}
+    static const std::vector<ScaleField> fields = {
+        DATPERF_SCALE_FIELD(pairs),
+        DATPERF_SCALE_FIELD(after),
+        DATPERF_SCALE_FIELD(batch),
+        DATPERF_SCALE_FIELD(setup_us),
+        DATPERF_SCALE_FIELD(teardown_us),
+        DATPERF_SCALE_FIELD(create_us),
+        DATPERF_SCALE_FIELD(connect_us),
+        DATPERF_SCALE_FIELD(disconnect_us),
+        DATPERF_SCALE_FIELD(free_us),
+        DATPERF_SCALE_FIELD(passive_create_us),
+        DATPERF_SCALE_FIELD(accept_us),
+        DATPERF_SCALE_FIELD(passive_free_us),
+        DATPERF_SCALE_FIELD(client_cpu_pct),
+        DATPERF_SCALE_FIELD(server_cpu_pct),
+        DATPERF_SCALE_FIELD(client_fds),
+        DATPERF_SCALE_FIELD(server_fds),
+        DATPERF_SCALE_FIELD(client_rss_kib),
+        DATPERF_SCALE_FIELD(server_rss_kib),
+        DATPERF_SCALE_FIELD(client_heap_kib),
+        DATPERF_SCALE_FIELD(server_heap_kib),
+        DATPERF_SCALE_FIELD(client_heap_free_kib),
+        DATPERF_SCALE_FIELD(server_heap_free_kib),
+        DATPERF_SCALE_FIELD(client_rss_trimmed_kib),
+        DATPERF_SCALE_FIELD(server_rss_trimmed_kib),
+        DATPERF_SCALE_FIELD(pp_median_us),
+        DATPERF_SCALE_FIELD(pp_p99_us),
+        DATPERF_SCALE_FIELD(pp_min_us),
+    };
+#undef DATPERF_SCALE_FIELD
+    return fields;
+}
+
+ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs)
+{
+    if (runs.empty())
+        return ScaleRow{};
+    ScaleRow c = runs.front();
+    for (const auto &f : scale_fields()) {
+        std::vector<double> v;
+        for (const auto &r : runs)
+            if (!std::isnan(r.*f.member))
+                v.push_back(r.*f.member);
+        c.*f.member = v.empty() ? kNotMeasured : median_of(v);
+    }
+    // Each side's threads from the run whose CPU figure is nearest the
+    // median: the busiest thread's share then matches the total shown.
+    auto nearest = [&](double ScaleRow::*cpu) -> const ScaleRow & {
+        const ScaleRow *best = &runs.front();
+        for (const auto &r : runs)
+            if (std::fabs(r.*cpu - c.*cpu) < std::fabs(best->*cpu - c.*cpu))
+                best = &r;
+        return *best;
+    };
+    c.client_threads = nearest(&ScaleRow::client_cpu_pct).client_threads;
+    c.server_threads = nearest(&ScaleRow::server_cpu_pct).server_threads;
+    return c;
+}
+
 } // namespace datperf

@@ -473,6 +473,8 @@ Point client_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Prog
     case Workload::ReadBw:
     case Workload::SendBw: return client_stream(d, ctrl, ev, ph, progress);
     case Workload::ConnRate: return client_conn_rate(ctrl, ev, ph, progress, cr);
+    case Workload::Scale: break; // run_client calls client_scale
+    case Workload::Ring: return client_ring(d, ctrl, ev, ph, progress);
     }
     throw Error("unknown workload");
 }
@@ -486,6 +488,8 @@ void server_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, const
     case Workload::ReadBw: ready(ctrl, ev); return; // the target only exposes its memory
     case Workload::SendBw: server_send_bw(d, ctrl, ev, ph); return;
     case Workload::ConnRate: server_conn_rate(ctrl, ev, ph, cr); return;
+    case Workload::Scale: server_scale(d, ctrl, ev, ph, cr); return;
+    case Workload::Ring: server_ring(d, ctrl, ev, ph); return;
     }
     throw Error("the client asks for an unknown workload");
 }
