@@ -46,6 +46,9 @@ build() { # dir label cmake-args...
 }
 
 start=$(date +%s)
+# The conformance suites run over ofi-tcp, and over the RDM transport
+# (conformance_*_ofi-shm, _ofi-rxm) in the plain build, _ofi-shm in ASan
+# (tests/conformance/CMakeLists.txt says why not more).
 build "$out/plain" plain && ctest_in "$out/plain" plain
 # The Debian packages (5-9 minutes: dpkg-buildpackage builds the tree once
 # more), their file lists, lintian, and an install and removal in an overlay

@@ -54,6 +54,7 @@ struct Params {
     std::string domain;
     std::string fabric;
     unsigned link_timeout_ms = 0; // 0: the kernel's TCP defaults (README, "Link loss")
+    std::string ep_type;          // "msg", "rdm", or empty: msg where the provider has it (ofi_plugin.cpp)
 };
 bool parse_params(const std::string &text, Params &out, std::string &error);
 

@@ -80,6 +80,13 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
             out.domain = value;
         else if (key == "fabric")
             out.fabric = value;
+        else if (key == "ep_type") {
+            if (value != "msg" && value != "rdm") {
+                error = "ep_type=" + value + ": not msg or rdm";
+                return false;
+            }
+            out.ep_type = value;
+        }
         else if (key == "link_timeout_ms") {
             // TCP_USER_TIMEOUT takes an unsigned int of milliseconds; past an
             // hour the kernel's own retransmission limit comes first anyway.
@@ -93,7 +100,7 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
             }
             out.link_timeout_ms = static_cast<unsigned>(ms);
         } else {
-            error = "unknown key '" + key + "' (known: provider, address, domain, fabric, link_timeout_ms)";
+            error = "unknown key '" + key + "' (known: provider, address, domain, fabric, link_timeout_ms, ep_type)";
             return false;
         }
     }

@@ -1,6 +1,51 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The plugin's only exported symbols (core/plugin.hpp).
+// The plugin's only exported symbols (core/plugin.hpp), and which transport
+// an IA gets: connected endpoints (ofi_*.cpp) where the provider has them,
+// reliable-datagram endpoints (rdm_*.cpp) where it has only those or
+// ia_params say ep_type=rdm.
 #include "ofi.hpp"
 #include "plugin.hpp"
+#include "rdm.hpp"
 
-DAT2_PLUGIN_ENTRY_POINTS(dat2::ofi::OfiTransport, dat2::ofi::Params, dat2::ofi::parse_params)
+namespace {
+
+using namespace dat2;
+
+bool has_msg_endpoints(const ofi::Params &params) {
+    fi_info *hints = fi_allocinfo();
+    if (!hints)
+        return true;
+    hints->ep_attr->type = FI_EP_MSG;
+    hints->caps = FI_MSG | FI_RMA;
+    hints->fabric_attr->prov_name = strdup(params.provider.c_str());
+    fi_info *info = nullptr;
+    const int rc = fi_getinfo(ofi::kApiVersion, nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (info)
+        fi_freeinfo(info);
+    return rc != -FI_ENODATA;
+}
+
+std::unique_ptr<kit::Transport> make_transport(kit::Ia &ia, const std::string &ia_params, DAT_RETURN &error) {
+    ofi::Params params;
+    std::string why;
+    if (!ofi::parse_params(ia_params, params, why)) {
+        DAT2_ERR("%s: ia_params \"%s\": %s\n", ia.name.c_str(), ia_params.c_str(), why.c_str());
+        error = DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+        return nullptr;
+    }
+    if (params.ep_type == "rdm" || (params.ep_type.empty() && !has_msg_endpoints(params)))
+        return std::make_unique<ofi::RdmTransport>(ia, params);
+    return std::make_unique<ofi::OfiTransport>(ia, params);
+}
+
+} // namespace
+
+extern "C" __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,
+                                                                         const char *ia_params) {
+    dat2::kit::provider_init(info, ia_params, &make_transport);
+}
+
+extern "C" __attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER_INFO *info) {
+    dat2::kit::provider_fini(info);
+}

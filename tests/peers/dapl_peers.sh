@@ -18,7 +18,7 @@
 #        dapltest-T-RSP (dapltest -T T -r: Reserved Service Points)
 # Performance cases print "RESULT <case> <number> <unit>".
 # Environment: DAPL_PEER_IA picks the dat.conf entry (ofi-tcp by default;
-# ofi-sockets and ofi-net exist too).
+# ofi-sockets, ofi-net, and the RDM transport's ofi-shm and ofi-rxm exist too).
 #
 # dtest uses fixed ports 15828 (side channel) and 45248, dapltest 62000: the
 # cases cannot run in parallel (ctest: RESOURCE_LOCK dapl_ports).
@@ -64,7 +64,11 @@ cat >"$conf" <<CONF
 ofi-tcp u2.0 nonthreadsafe default $libname dat2.2.0 "provider=tcp address=$addr" ""
 ofi-sockets u2.0 nonthreadsafe default $libname dat2.2.0 "provider=sockets address=$addr" ""
 ofi-net u2.0 nonthreadsafe default $libname dat2.2.0 "provider=net address=$addr" ""
+ofi-shm u2.0 nonthreadsafe default $libname dat2.2.0 "provider=shm" ""
+ofi-rxm u2.0 nonthreadsafe default $libname dat2.2.0 "provider=tcp;ofi_rxm address=$addr" ""
 CONF
+# shm has atomics (dtestx runs fetch and add and compare and swap there).
+[ "$ia" = ofi-shm ] && dtestx_atomics=${dtestx_atomics:-yes}
 export DAT_OVERRIDE=$conf
 # The data path binds to the address of FI_*_IFACE: keep it on loopback.
 export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_NET_IFACE=lo

@@ -4,13 +4,17 @@
 # "provider=tcp address=<its veth address>"), as on two hosts. Our libdat2
 # and our plugin (LD_LIBRARY_PATH=<lib dir>).
 #
-#   netns_dapltest.sh <build lib dir>
+#   netns_dapltest.sh <build lib dir> [provider]
+#
+# provider: the libfabric provider of the entry, tcp by default; "tcp;ofi_rxm"
+# runs the plugin's RDM transport (its side channel and rxm's tcp
+# connections both cross the veth pair).
 #
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for `ip netns`); exits 77
 # (skipped) saying why when namespaces or veth links cannot be made here.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-libdir=$1
+libdir=$1 provider=${2:-tcp}
 
 libdir=$(cd "$libdir" 2>/dev/null && pwd) || fail "no such lib dir: $1"
 [ -e "$libdir/libdat2_ofi.so" ] || fail "$libdir/libdat2_ofi.so missing (build the ofi plugin)"
@@ -35,7 +39,7 @@ veth_hosts "$ns_s" "$ns_c" "$if_s" "$if_c" "$addr_s" "$addr_c"
 # One dat.conf per namespace: the IA's address is the namespace's own.
 for side in s c; do
     eval a=\$addr_$side
-    echo "ofi-veth u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=tcp address=$a\" \"\"" >"$tmp/dat_$side.conf"
+    echo "ofi-veth u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=$provider address=$a\" \"\"" >"$tmp/dat_$side.conf"
 done
 
 # in_ns SIDE CMD...: CMD in the side's namespace, with our libdat2 and its
@@ -112,5 +116,5 @@ pkts=$(ip -n "$ns_s" -s link show "$if_s" | awk '/RX:/ { getline; print $2; exit
 [ "${pkts:-0}" -gt 100 ] || verdict_fail "only ${pkts:-0} packets arrived on $if_s"
 echo "ok: $pkts packets arrived on $if_s"
 [ $failures -eq 0 ] || { echo "FAIL: $failures of 2 transactions"; exit 1; }
-echo "PASS: netns dapltest"
+echo "PASS: netns dapltest ($provider)"
 exit 0

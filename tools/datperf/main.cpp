@@ -174,15 +174,29 @@ bool read_line(const std::string &line, SessionResults *r, const Point **added)
 // ---- comparison peers ---------------------------------------------------------------------------
 
 // The libfabric provider an fi_* peer should use: --peer-provider, else
-// what the IA's vendor name says ("libfabric tcp"), else tcp.
+// what the IA's vendor name says ("libfabric tcp", "libfabric shm rdm"),
+// else tcp.
 std::string peer_provider(const Options &opt, const SessionInfo &info)
 {
     if (!opt.peer_provider.empty())
         return opt.peer_provider;
     const std::string prefix = "libfabric ";
-    if (info.vendor.rfind(prefix, 0) == 0 && info.vendor.size() > prefix.size())
-        return info.vendor.substr(prefix.size());
+    if (info.vendor.rfind(prefix, 0) == 0 && info.vendor.size() > prefix.size()) {
+        std::string p = info.vendor.substr(prefix.size());
+        return p.substr(0, p.find(' '));
+    }
     return "tcp";
+}
+
+// Its endpoint type: rdm where the vendor name says so (the plugin's RDM
+// transport: "libfabric shm rdm"), else msg.
+std::string peer_endpoint(const SessionInfo &info)
+{
+    const std::string suffix = " rdm";
+    return info.vendor.size() > suffix.size() &&
+                   info.vendor.compare(info.vendor.size() - suffix.size(), suffix.size(), suffix) == 0
+               ? "rdm"
+               : "msg";
 }
 
 // The peers asked for and their results per workload. They run size by
@@ -218,6 +232,7 @@ struct Peers {
             req.iters = n + warmup_for(opt, w, n);
             req.address = session.server_address;
             req.provider = peer_provider(opt, session);
+            req.endpoint = peer_endpoint(session);
             req.window = static_cast<int>(opt.window);
             req.device = opt.peer_device;
             req.gid_index = opt.peer_gid;

@@ -139,8 +139,9 @@ bool run_pair(const PairSpec &spec, const PeerRequest &req, std::string *client_
 
 // ---- fi_pingpong ---------------------------------------------------------------------------
 
-// libfabric's own ping-pong (fabtests, package libfabric-bin) over MSG
-// endpoints: `fi_pingpong -p P -e msg -I N -S SIZE -B PORT` serves,
+// libfabric's own ping-pong (fabtests, package libfabric-bin) over the IA's
+// kind of endpoint (msg, or rdm for the plugin's RDM transport: shm, rxm):
+// `fi_pingpong -p P -e msg|rdm -I N -S SIZE -B PORT` serves,
 // the same with `-P PORT ADDRESS` is the client. PORT is its out-of-band
 // control port (its data connection uses an ephemeral one): we take a free
 // one per run, so that parallel runs do not clash. Its figure is the mean
@@ -168,7 +169,7 @@ public:
             *error = "no free TCP port";
             return false;
         }
-        std::vector<std::string> common = {"fi_pingpong", "-p", req.provider, "-e", "msg", "-I",
+        std::vector<std::string> common = {"fi_pingpong", "-p", req.provider, "-e", req.endpoint, "-I",
                                            std::to_string(req.iters), "-S", std::to_string(req.size)};
         spec.server = spec.client = common;
         spec.server.insert(spec.server.end(), {"-B", std::to_string(spec.listen_port)});

@@ -24,6 +24,7 @@ struct PeerRequest {
     std::uint64_t iters = 0;
     std::string address;  // where the server listens (the IA's address)
     std::string provider; // libfabric provider name, for fi_* peers
+    std::string endpoint = "msg"; // its libfabric endpoint type: msg, or rdm (the RDM transport's IAs)
     int window = 1;       // outstanding operations of the streaming workloads
     std::string device;   // RDMA device of the perftest peers ("" : theirs)
     int gid_index = -1;   // their GID index (-x), -1: theirs

@@ -1,0 +1,430 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The libfabric transport over reliable-datagram endpoints (FI_EP_RDM): shm,
+// tcp;ofi_rxm, udp;ofi_rxd here; efa, cxi, psm3, opx elsewhere. DAT's
+// connections are made by a connection manager of our own over a TCP side
+// channel on the IA's IP address (rdm_cm.cpp, wire format rdm_cm_wire.hpp):
+// a PSP listens on the port of its qualifier, the two sides exchange their
+// fabric addresses, tags and private data, and the socket stays open for the
+// connection's life, so that a peer's death is seen as its end.
+//
+// Data: DAT Endpoints that share a pair of EVDs share one libfabric
+// endpoint (RdmFabricEp) bound to those EVDs' completion queues; a
+// connection is a peer address in the domain's address vector and a pair of
+// tags, one per direction, drawn afresh for every connection. Receives are
+// tagged receives of the connection's tag from the peer's address only
+// (FI_DIRECTED_RECV where the provider has it): a message from anyone else,
+// or from an earlier connection, never matches. Sends are tagged sends to
+// the peer's tag.
+//
+// Files by object: rdm_ia.cpp (open, attributes, progress), rdm_cm.cpp
+// (connections, service points), rdm_ep.cpp (endpoints, posts, extended
+// DTOs), rdm_cq.cpp (completion queues), rdm_mr.cpp (LMRs, RMRs).
+#pragma once
+
+#include "ofi.hpp"
+#include "rdm_cm_wire.hpp"
+
+#include <rdma/fi_tagged.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+namespace dat2::ofi {
+
+struct RdmCtxBlock;
+
+// The libfabric context of one DTO record of an EP (one per kit::Op of the
+// EP, same index). A write with immediate data is two libfabric operations,
+// each with a part of its own.
+struct RdmCtx {
+    struct Part {
+        fi_context2 provider; // libfabric's scratch (FI_CONTEXT2): first, the part's address is the context
+        RdmCtx *owner;
+    };
+    Part part[2];
+    RdmCtxBlock *block = nullptr;
+    std::uint8_t left = 0; // parts not completed yet
+    bool recv_posted = false; // a receive with the provider: cancelled when the connection ends
+    DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
+};
+
+// The contexts of an EP's records. A libfabric endpoint is shared by many
+// DAT Endpoints, so an operation of a freed or reset EP may still complete
+// later (a send to a peer that died, a receive being filled): its context
+// must stay valid and its completion must not reach the kit, whose record
+// may have been reused. A block is retired when its EP is reset or freed
+// (or its records rebuilt); it is freed once its last operation completed.
+struct RdmCtxBlock {
+    std::atomic<int> refs{1}; // the EP's, plus one per operation with the provider
+    std::atomic<bool> retired{false};
+    kit::Op *base = nullptr; // ep.ops.data() when made
+    std::size_t n = 0;       // records; ctx holds two more, the connection's hello (kHelloRecv, kHelloSend)
+    std::unique_ptr<RdmCtx[]> ctx;
+    void release() {
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            delete this;
+    }
+};
+
+// The hello of a connection: each side sends the other an empty message
+// with this bit set in the peer's tag as soon as it knows the peer, and
+// receives one. Providers that set up their own peer state lazily on the
+// first message (shm maps the peer's region and waits for the peer to answer
+// before it takes a message or RMA for it) do so while the connection is
+// being established, not at the consumer's first DTO, which a peer that
+// stopped progressing would leave refused for ever.
+inline constexpr std::uint64_t kHelloBit = 1ull << 60;
+inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
+
+// The libfabric domain of a protection zone (rdm_mr.cpp), with its address
+// vector and null queue. A domain is the scope of libfabric's memory keys:
+// the target's endpoint looks a key up in its own domain only (shm's
+// ofi_mr_map_verify, rxm's tcp), so an RDMA access with the key of a region
+// of another PZ finds nothing and is refused.
+struct RdmAvEntry {
+    fi_addr_t addr;
+    int refs;
+};
+struct RdmDomain {
+    fid_domain *domain = nullptr;
+    fid_av *av = nullptr;
+    fid_cq *null_cq = nullptr; // bound where an EP has no EVD for a direction
+    int users = 0;             // LMRs, RMR bindings and libfabric endpoints in it (dom_mu_)
+    // mu_ held:
+    std::unordered_map<std::string, RdmAvEntry> av_entries;
+    std::deque<std::string> av_idle; // entries whose last connection ended, oldest first (may repeat)
+};
+
+// One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs in one PZ.
+struct RdmCq;
+struct RdmFabricEp {
+    fid_ep *ep = nullptr;
+    RdmDomain *dom = nullptr; // counted
+    RdmCq *tx_q = nullptr, *rx_q = nullptr; // the EVDs' queues (nullptr: the null queue)
+    kit::Evd *request_evd = nullptr, *recv_evd = nullptr;
+    fid_cq *tx_cq = nullptr, *rx_cq = nullptr; // the queues it is bound to
+    std::string name; // fi_getname: what peers put in their address vector
+};
+
+struct RdmEp {
+    kit::Ep *owner = nullptr;
+    std::uint64_t id = 0;
+    // Set before the connection can carry anything (ep_transport_ready), read
+    // without a lock by the post paths.
+    RdmFabricEp *fep = nullptr;
+    fi_addr_t peer = FI_ADDR_UNSPEC;
+    std::uint64_t tag = 0;      // our receives match it
+    std::uint64_t peer_tag = 0; // our sends carry it
+    std::string peer_name;      // its address vector entry (counted, rdm_cm.cpp)
+    RdmDomain *peer_dom = nullptr; // the domain whose address vector holds it
+    RdmCtxBlock *block = nullptr;
+    std::uint64_t conn = 0;     // its side-channel connection (RdmConn::id), 0: none
+    std::atomic<int> requests_out{0}; // requests with the provider (a graceful disconnect waits for them)
+    bool closed = false;              // ep_close: no new connection
+    bool wrote = false;               // an RDMA write since the last send (fence_after_write_)
+    // A graceful disconnect waits (on this timer) for the requests in flight.
+    kit::EventLoop::Timer *disconnect_timer = nullptr;
+    bool graceful_pending = false;
+    std::chrono::steady_clock::time_point graceful_deadline{};
+    // RDMA and atomic operations with the provider, and when one last
+    // completed (or the first was posted): an operation the target never
+    // answers breaks the connection (kRmaAnswerTimeout, progress_round).
+    std::atomic<int> rma_out{0};
+    std::atomic<std::int64_t> rma_stamp_ns{0};
+    // Messages sent on the connection, and received (completions read): a
+    // disconnect names how many it follows, and the receiving side ends the
+    // connection once those arrived (or after kDrainTimeout): the side
+    // channel may overtake data still in the fabric (rxm's tcp stream).
+    std::atomic<std::uint64_t> msgs_out{0}, msgs_in{0};
+    std::uint64_t drain_until_msgs = 0; // the peer's disconnect: messages to wait for
+    bool draining = false;
+    std::chrono::steady_clock::time_point drain_deadline{};
+};
+
+// A connection of the side channel.
+struct RdmConn {
+    enum State : std::uint8_t {
+        kConnecting,    // active: TCP connect in progress
+        kAwaitAccept,   // active: request sent
+        kAwaitRequest,  // passive: accepted socket, no request yet
+        kRequested,     // passive: a CR holds it
+        kAwaitReady,    // passive: accept sent
+        kConnected,
+        kDead,          // passive, a CR holds it: the peer went away before the consumer answered
+        kDraining,      // the peer disconnected; its last messages are still on their way
+    };
+    std::uint64_t id = 0;
+    int fd = -1;
+    State state = kConnecting;
+    RdmEp *ep = nullptr; // active side; passive once accepted
+    kit::Psp *psp = nullptr; // passive: the service point it came through
+    DAT_CONN_QUAL psp_qual = 0;
+    kit::EventLoop::Watch *watch = nullptr;
+    kit::EventLoop::Timer *timer = nullptr; // passive: a request must come within kHandshakeTimeout
+    unsigned char in[rdmwire::kMaxMessage];
+    std::size_t in_len = 0;
+    unsigned char request[rdmwire::kMaxMessage]; // active: sent once the socket connects
+    std::size_t request_len = 0;
+    bool disconnect_sent = false;
+    std::string peer_name;     // passive: the requester's fabric address
+    std::uint64_t peer_tag = 0; // passive: the requester's tag
+    sockaddr_storage peer_addr{}; // passive: the requester's IP address and port
+};
+
+struct RdmPsp {
+    kit::Psp *owner = nullptr;
+    int fd = -1;
+    DAT_CONN_QUAL conn_qual = 0;
+    kit::EventLoop::Watch *watch = nullptr;
+};
+
+// An LMR: a registration for local use and one for its remote privileges (rdm_mr.cpp).
+struct RdmMr {
+    RdmDomain *dom = nullptr; // of the LMR's PZ, counted
+    fid_mr *local = nullptr;
+    fid_mr *remote = nullptr;
+};
+
+// An RMR: a registration of its own of the bound range (rdm_mr.cpp).
+struct RdmRmr {
+    RdmDomain *dom = nullptr; // of the RMR's PZ while bound, counted
+    fid_mr *mr = nullptr;
+};
+
+// A DTO EVD's completion queues: one in each domain (PZ) its EPs are in,
+// as a queue serves endpoints of its own domain only. Nearly always one.
+struct RdmEvdQueues;
+struct RdmCq {
+    fid_cq *cq = nullptr;
+    RdmDomain *dom = nullptr;
+    kit::Evd *evd = nullptr;
+    RdmEvdQueues *owner = nullptr;
+    int fd = -1; // its wait fd; -1: none (shm), the loop polls it
+    std::uint64_t polled_round = 0; // progress_round: each queue once a round
+    std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
+    bool was_nonempty = false;
+};
+
+struct RdmEvdQueues {
+    static constexpr int kMaxParts = 8;
+    RdmCq *parts[kMaxParts] = {};
+    std::atomic<int> count{0}; // parts written before the count is (release)
+    // dat_evd_wait's fd: the one part's; with two or more, an epoll set of
+    // theirs; -1 when a part has none (shm).
+    std::atomic<int> wait_fd{-1};
+    int epoll_fd = -1;
+    // dat_evd_wait on a queue without a wait fd polls it for this long
+    // before it sleeps (cq_arm): a reply of a peer on the same host comes
+    // within microseconds, the loop's next look within a millisecond.
+    std::chrono::steady_clock::time_point spin_until{};
+    bool spinning = false;
+    // Activity as the loop sees it: completions the consumer read, and a
+    // queue that became non-empty (completions nobody reads are no news).
+    std::atomic<std::uint64_t> reads{0};
+};
+
+class RdmTransport final : public kit::Transport {
+public:
+    RdmTransport(kit::Ia &ia, const Params &params);
+    ~RdmTransport() override;
+
+    DAT_RETURN open(kit::Capabilities &caps) override;
+    void query(DAT_IA_ATTR &ia_attr, DAT_PROVIDER_ATTR &provider_attr) override;
+    void facts(kit::TransportFacts &f) const override;
+    const sockaddr *address() const override { return reinterpret_cast<const sockaddr *>(&addr_); }
+
+    DAT_RETURN cq_open(kit::Evd &evd, void *&cq) override;
+    void cq_close(kit::Evd &evd) override;
+    int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
+    int cq_fd(kit::Evd &evd) override;
+    bool cq_arm(kit::Evd &evd) override;
+
+    DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;
+    void mr_deregister(kit::Lmr &lmr) override;
+    DAT_RETURN rmr_open(kit::Rmr &rmr, void *&tp) override;
+    void rmr_close(kit::Rmr &rmr) override;
+    DAT_RETURN rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
+                        DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) override;
+    DAT_RETURN rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) override;
+
+    DAT_RETURN ep_open(kit::Ep &ep, void *&tp) override;
+    void ep_close(kit::Ep &ep) override;
+    void ep_free(kit::Ep &ep) override;
+    void ep_reset(kit::Ep &ep) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
+                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    void connect_cancel(kit::Ep &ep) override;
+    DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
+    DAT_RETURN ep_break(kit::Ep &ep) override;
+    DAT_RETURN psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, void *&tp) override;
+    void psp_close(kit::Psp &psp) override;
+    DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
+    DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
+    void cr_release(kit::Cr &cr) override;
+
+    DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+    DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
+                        DAT_COMPLETION_FLAGS flags) override;
+
+private:
+    // ---- the side channel (rdm_cm.cpp); handlers run on the loop
+    void listener_ready(RdmPsp *psp);
+    void conn_ready(std::uint64_t id, std::uint32_t events);
+    void handshake_expired(std::uint64_t id);
+    // One whole message from the peer of `c`; mu_ held. Fills `report`;
+    // false: the connection is to be dropped (`c` is then retired by the caller).
+    // `ready`: the EP whose receives the kit may now hand over
+    // (kit::ep_transport_ready, called once mu_ is released).
+    void on_message(RdmConn &c, const rdmwire::Message &m, kit::ConnectionReport &report, bool &retire,
+                    kit::Ep *&ready);
+    // The socket of `c` ended or failed (mu_ held): what that means in its
+    // state; whether `c` is to be retired.
+    bool on_conn_lost(RdmConn &c, kit::ConnectionReport &report, int err);
+    bool send_message(RdmConn &c, const rdmwire::Message &m);
+    RdmConn *new_conn(int fd, RdmConn::State state); // mu_ held
+    RdmConn *conn_by_id(std::uint64_t id);           // mu_ held
+    // Takes `c` out of the tables (mu_ held); finish_retire() then frees it
+    // without mu_ (it waits for its handlers).
+    RdmConn *detach_conn(std::uint64_t id);
+    void finish_retire(RdmConn *c);
+    // The data path of `rep`'s connection is over (mu_ held): its receives
+    // cancelled, its address vector entry released.
+    void end_data_path(RdmEp &rep);
+    // The peer of `rep` (mu_ held): its address vector entry and tag.
+    DAT_RETURN attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag);
+    // Starts `rep`'s side of a connection (mu_ held): its shared libfabric
+    // endpoint and a new tag.
+    DAT_RETURN prepare_data_path(RdmEp &rep);
+    // A graceful disconnect whose requests are still in flight (the EP's timer).
+    void graceful_check(std::uint64_t ep_id);
+    // Sends the disconnect, ends the data path and detaches the side channel
+    // (mu_ held); fills `report`, returns the connection to retire.
+    RdmConn *finish_disconnect(RdmEp &rep, kit::ConnectionReport &report);
+    void break_connection(std::uint64_t ep_id);
+    // An accept whose requester is gone: ACCEPT_COMPLETION_ERROR, from the loop.
+    void fail_accept_later(RdmEp &rep);
+
+    // ---- endpoints (rdm_ep.cpp)
+    RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it if ensure_fabric_ep did not
+    DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
+    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown);
+    void wake_grown(kit::Evd *request, kit::Evd *recv);
+    void close_fabric_eps_of(kit::Evd &evd);
+    DAT_RETURN post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                const DAT_RMR_TRIPLET &remote);
+    DAT_RETURN post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment &result,
+                           const DAT_RMR_TRIPLET &remote);
+    // The context of `op` in `rep`'s current block (a new block when the
+    // EP's records were rebuilt), counted as with the provider.
+    RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
+    void give_back_ctx(RdmCtx &c); // the post failed
+    void retire_block(RdmEp &rep);
+    void cancel_receives(RdmEp &rep); // mu_ held
+    int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
+    void av_release(RdmDomain &dom, const std::string &name);                // mu_ held
+
+    // Runs `post` (a libfabric post returning ssize_t) until the provider
+    // takes it: -FI_EAGAIN means "drive progress and try again" (shm's first
+    // message to a peer waits for the peer to map our region; a full queue
+    // drains as completions are written). Bounded: a queue that stays full
+    // is the caller's DAT_INSUFFICIENT_RESOURCES.
+    template <class Post>
+    ssize_t post_retrying(RdmFabricEp &fep, Post &&post,
+                          std::chrono::milliseconds bound = std::chrono::milliseconds(50)) {
+        ssize_t rc = post();
+        if (rc != -FI_EAGAIN)
+            return rc;
+        const auto until = std::chrono::steady_clock::now() + bound;
+        for (unsigned i = 1; rc == -FI_EAGAIN; ++i) {
+            fi_cq_tagged_entry none;
+            fi_cq_read(fep.tx_cq, &none, 0);
+            if (fep.rx_cq != fep.tx_cq)
+                fi_cq_read(fep.rx_cq, &none, 0);
+            rc = post();
+            if ((i & 63) == 0 && std::chrono::steady_clock::now() > until)
+                break;
+        }
+        return rc;
+    }
+
+    // The connection's hello (kHelloBit), once the peer is attached; mu_ not held.
+    void hello(RdmEp &rep);
+    // Counts an RDMA or atomic operation posted on `rep` (rma_out).
+    void rma_posted(RdmEp &rep);
+
+    // ---- completion queues (rdm_cq.cpp)
+    int read_queue(RdmCq &q, kit::Completion *out, int max);
+    // The queue of `evd` in `dom` (made when missing; `grown` then), or dom's
+    // null queue without an EVD; nullptr (logged) on failure.
+    RdmCq *cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown);
+    fid_cq *open_cq(RdmDomain &dom, std::size_t size, int &fd);
+    bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                   DAT_DTO_COMPLETION_STATUS status, kit::Completion &out);
+
+    // ---- memory (rdm_mr.cpp)
+    DAT_RETURN register_range(RdmDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,
+                              DAT_RMR_CONTEXT *key);
+
+    // ---- protection zones (rdm_mr.cpp): a domain each
+    // The domain of `pz`, counted (made for its first user; the first PZ
+    // takes the IA's); nullptr (logged) when libfabric makes none.
+    RdmDomain *domain_acquire(const kit::Pz *pz);
+    void domain_release(RdmDomain *dom);
+    RdmDomain *open_domain(); // nullptr: logged
+    std::mutex dom_mu_;       // the tables below and the users counts; taken after mu_, never before
+    std::vector<std::unique_ptr<RdmDomain>> domains_; // [0]: the IA's first; all closed with the IA
+    std::unordered_map<const kit::Pz *, RdmDomain *> pz_domains_;
+    std::vector<RdmDomain *> spare_domains_; // no user left: the next new PZ takes one
+    std::mutex parts_mu_;     // growing an EVD's queues (cq_part)
+
+    // ---- progress (rdm_ia.cpp): the loop's idle hook
+    int progress_round();
+
+    Params params_;
+    fi_info *info_ = nullptr;
+    fid_fabric *fabric_ = nullptr;
+    fid_domain *domain_ = nullptr; // domains_[0]'s: what open() asks the provider about
+    sockaddr_storage addr_{};   // the IA address: the side channel's IP
+    // What the provider's attributes decided at open().
+    bool directed_recv_ = false;   // FI_DIRECTED_RECV: receives name the peer
+    bool fence_after_write_ = false; // no FI_ORDER_SAW: a send after a write carries FI_FENCE
+    bool delivery_complete_ = true;
+    bool user_keys_ = false;       // no FI_MR_PROV_KEY: we choose the keys
+    std::atomic<std::uint32_t> next_key_{1};
+    std::uint64_t tag_base_ = 0;   // random, per IA: tags of other IAs and processes differ
+    std::atomic<std::uint32_t> next_tag_{1};
+
+    std::mutex mu_; // everything below
+    std::unordered_map<std::uint64_t, std::unique_ptr<RdmConn>> conns_;
+    std::uint64_t next_conn_id_ = 1;
+    std::unordered_map<std::uint64_t, RdmEp *> eps_;
+    std::uint64_t next_ep_id_ = 1;
+    using FabricEpKey = std::tuple<RdmDomain *, kit::Evd *, kit::Evd *>;
+    std::map<FabricEpKey, std::unique_ptr<RdmFabricEp>> fabric_eps_;
+    static constexpr std::size_t kAvIdleEntries = 64;
+    // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
+    // 1 since the loop last looked): the loop breaks the connection of one
+    // whose operations stay unanswered. Its own lock: taken on the post path.
+    static constexpr std::chrono::milliseconds kRmaAnswerTimeout{2000};
+    static constexpr std::chrono::milliseconds kDrainTimeout{1000};
+    std::uint64_t round_ = 0;
+    static constexpr int kMaxRoundMs = 64;
+    int round_ms_ = 1; // the loop's: how long the next wait may be
+    std::chrono::steady_clock::time_point quiet_since_{};
+    std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released
+    std::mutex rma_watch_mu_;
+    std::vector<std::uint64_t> rma_watch_;
+    int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
+    int connected_ = 0; // connections that exist: the loop drives progress while there are any
+};
+
+} // namespace dat2::ofi

@@ -1,0 +1,584 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Endpoints of the RDM transport: the libfabric endpoint a pair of EVDs
+// shares, the contexts of an EP's operations, the address vector, and the
+// post paths (tagged messages, RMA, write with immediate data, atomics).
+#include "rdm.hpp"
+
+#include "log.hpp"
+
+#include <thread>
+
+namespace dat2::ofi {
+
+namespace {
+
+RdmEp &rep_of(kit::Ep &ep) { return *static_cast<RdmEp *>(ep.tp); }
+
+RdmCtxBlock *make_block(kit::Ep &ep) {
+    auto *b = new RdmCtxBlock;
+    b->base = ep.ops.data();
+    b->n = ep.ops.size();
+    b->ctx = std::make_unique<RdmCtx[]>(b->n + 2);
+    for (std::size_t i = 0; i < b->n + 2; ++i) {
+        b->ctx[i].part[0].owner = b->ctx[i].part[1].owner = &b->ctx[i];
+        b->ctx[i].block = b;
+    }
+    return b;
+}
+
+std::uint64_t immed_cq_data(std::uint64_t length, std::uint32_t immed) { return kImmedTag | length << 32 | immed; }
+
+} // namespace
+
+// ---- endpoints ---------------------------------------------------------------------
+
+DAT_RETURN RdmTransport::ep_open(kit::Ep &ep, void *&tp) {
+    if (DAT_RETURN r = ensure_fabric_ep(ep))
+        return r;
+    auto rep = std::make_unique<RdmEp>();
+    rep->owner = &ep;
+    rep->block = make_block(ep);
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        rep->id = next_ep_id_++;
+        const std::uint64_t id = rep->id;
+        rep->disconnect_timer = loop().timer([this, id] { graceful_check(id); });
+        eps_[id] = rep.get();
+    }
+    tp = rep.release();
+    return DAT_SUCCESS;
+}
+
+void RdmTransport::ep_close(kit::Ep &ep) {
+    auto *rep = static_cast<RdmEp *>(ep.tp);
+    if (!rep)
+        return;
+    RdmConn *retire = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        rep->closed = true;
+        // A connected EP that is freed ends its connection: the peer is told.
+        if (rep->conn) {
+            if (RdmConn *c = conn_by_id(rep->conn); c && c->state == RdmConn::kConnected && !c->disconnect_sent) {
+                rdmwire::Message m;
+                m.kind = rdmwire::kDisconnect;
+                send_message(*c, m);
+            }
+            retire = detach_conn(rep->conn);
+            rep->conn = 0;
+        }
+        end_data_path(*rep);
+        retire_block(*rep);
+        eps_.erase(rep->id);
+    }
+    finish_retire(retire);
+    loop().sync(); // a handler that found the EP has returned
+    loop().timer_free(rep->disconnect_timer);
+    rep->disconnect_timer = nullptr;
+}
+
+void RdmTransport::ep_free(kit::Ep &ep) { delete static_cast<RdmEp *>(ep.tp); }
+
+void RdmTransport::ep_reset(kit::Ep &ep) {
+    RdmEp &rep = rep_of(ep);
+    RdmConn *retire = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (rep.conn) {
+            retire = detach_conn(rep.conn);
+            rep.conn = 0;
+        }
+        end_data_path(rep);
+        // Operations of the old connection may still complete: they keep
+        // the old contexts, the next connection's records get new ones.
+        retire_block(rep);
+        rep.block = make_block(ep);
+        rep.fep = nullptr;
+    }
+    loop().disarm(rep.disconnect_timer);
+    finish_retire(retire);
+    loop().sync();
+}
+
+// The libfabric endpoint of `ep`'s pair of EVDs in the domain of its PZ
+// (dat_ep_modify may have changed either since dat_ep_create).
+RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
+    RdmDomain *dom = domain_acquire(ep.pz);
+    if (!dom)
+        return nullptr;
+    const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
+    auto found = fabric_eps_.find(key);
+    if (found != fabric_eps_.end()) {
+        domain_release(dom);
+        return found->second.get();
+    }
+    bool grown = false;
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    if (!fep) {
+        domain_release(dom);
+        return nullptr;
+    }
+    RdmFabricEp *out = fep.get();
+    fabric_eps_.emplace(key, std::move(fep));
+    if (grown)
+        loop().post([this, req = ep.request_evd, rcv = ep.recv_evd] { wake_grown(req, rcv); });
+    return out;
+}
+
+// An EVD that got a queue in another domain: its waiters look again (at
+// the new fd, or polling). From the loop: no lock of ours is held there.
+// An EVD still has a libfabric endpoint bound while it exists (cq_close
+// closes them first): one found in the table is alive.
+void RdmTransport::wake_grown(kit::Evd *request, kit::Evd *recv) {
+    kit::Evd *live[2] = {};
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto &[key, fep] : fabric_eps_)
+            for (int i = 0; i < 2; ++i) {
+                kit::Evd *evd = i ? recv : request;
+                if (evd && (std::get<1>(key) == evd || std::get<2>(key) == evd))
+                    live[i] = evd;
+            }
+    }
+    for (kit::Evd *evd : live)
+        if (evd)
+            kit::evd_wake(*evd);
+}
+
+// At dat_ep_create, without mu_: enabling an endpoint may take long (rxm
+// fills its buffer pools: seconds on a loaded machine), and should neither
+// hold up the loop nor count against a connect's timeout.
+DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
+    RdmDomain *dom = domain_acquire(ep.pz);
+    if (!dom)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
+    const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (fabric_eps_.count(key)) {
+            domain_release(dom);
+            return DAT_SUCCESS;
+        }
+    }
+    bool grown = false;
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    if (!fep) {
+        domain_release(dom);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
+    if (grown) {
+        for (kit::Evd *evd : {ep.request_evd, ep.recv_evd})
+            if (evd)
+                kit::evd_wake(*evd);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!fabric_eps_.count(key)) {
+            fabric_eps_.emplace(key, std::move(fep));
+            return DAT_SUCCESS;
+        }
+    }
+    fi_close(&fep->ep->fid); // another EP of the pair made one meanwhile
+    domain_release(dom);
+    return DAT_SUCCESS;
+}
+
+std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown) {
+    auto fep = std::make_unique<RdmFabricEp>();
+    fep->dom = &dom;
+    fep->request_evd = ep.request_evd;
+    fep->recv_evd = ep.recv_evd;
+    fep->tx_q = cq_part(ep.request_evd, dom, grown);
+    fep->rx_q = cq_part(ep.recv_evd, dom, grown);
+    if ((ep.request_evd && ep.request_evd->cq && !fep->tx_q) || (ep.recv_evd && ep.recv_evd->cq && !fep->rx_q))
+        return nullptr;
+    fid_cq *tx = fep->tx_q ? fep->tx_q->cq : dom.null_cq;
+    fid_cq *rx = fep->rx_q ? fep->rx_q->cq : dom.null_cq;
+    fep->tx_cq = tx;
+    fep->rx_cq = rx;
+    const char *step = "fi_endpoint";
+    int rc = fi_endpoint(dom.domain, info_, &fep->ep, nullptr);
+    if (rc == 0) {
+        step = "binding the address vector";
+        rc = fi_ep_bind(fep->ep, &dom.av->fid, 0);
+    }
+    if (rc == 0) {
+        step = "binding completion queues";
+        if (tx == rx) {
+            rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT | FI_RECV);
+        } else {
+            rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT);
+            if (rc == 0)
+                rc = fi_ep_bind(fep->ep, &rx->fid, FI_RECV);
+        }
+    }
+    if (rc == 0) {
+        step = "fi_enable";
+        rc = fi_enable(fep->ep);
+    }
+    char name[rdmwire::kMaxAddr];
+    std::size_t len = sizeof name;
+    if (rc == 0) {
+        step = "fi_getname";
+        rc = fi_getname(&fep->ep->fid, name, &len);
+        if (rc == 0 && (len == 0 || len > sizeof name))
+            rc = -FI_ETOOSMALL;
+    }
+    if (rc) {
+        DAT2_ERR("%s: libfabric endpoint: %s: %s\n", this->name(), step, fi_text(rc));
+        if (fep->ep)
+            fi_close(&fep->ep->fid);
+        return nullptr;
+    }
+    fep->name.assign(name, len);
+    return fep;
+}
+
+void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
+    std::vector<std::unique_ptr<RdmFabricEp>> gone;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
+            if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
+                gone.push_back(std::move(it->second));
+                it = fabric_eps_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    loop().sync(); // a progress round may be reading the queue it is bound to
+    for (auto &fep : gone) {
+        fi_close(&fep->ep->fid);
+        domain_release(fep->dom);
+    }
+}
+
+// ---- contexts ------------------------------------------------------------------------
+
+RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
+    kit::Ep &ep = *rep.owner;
+    RdmCtxBlock *b = rep.block;
+    if (!b || b->base != ep.ops.data() || b->n != ep.ops.size()) {
+        // The EP's records were rebuilt (dat_ep_modify) since the block was made.
+        std::lock_guard<std::mutex> lock(mu_);
+        b = rep.block;
+        if (!b || b->base != ep.ops.data() || b->n != ep.ops.size()) {
+            retire_block(rep);
+            rep.block = b = make_block(ep);
+        }
+    }
+    const std::size_t index = static_cast<std::size_t>(&op - b->base);
+    if (index >= b->n)
+        return nullptr;
+    RdmCtx &c = b->ctx[index];
+    c.left = 1;
+    c.status = DAT_DTO_SUCCESS;
+    c.recv_posted = false;
+    b->refs.fetch_add(1, std::memory_order_relaxed);
+    return &c;
+}
+
+void RdmTransport::give_back_ctx(RdmCtx &c) {
+    c.recv_posted = false;
+    c.left = 0;
+    c.block->release();
+}
+
+void RdmTransport::retire_block(RdmEp &rep) {
+    if (!rep.block)
+        return;
+    rep.block->retired.store(true, std::memory_order_release);
+    rep.block->release();
+    rep.block = nullptr;
+}
+
+void RdmTransport::cancel_receives(RdmEp &rep) {
+    if (!rep.fep || !rep.block)
+        return;
+    RdmCtxBlock &b = *rep.block;
+    for (std::size_t i = 0; i < b.n + 2; ++i)
+        if (b.ctx[i].recv_posted)
+            fi_cancel(&rep.fep->ep->fid, &b.ctx[i].part[0]);
+}
+
+// ---- the address vector ---------------------------------------------------------------
+
+int RdmTransport::av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out) {
+    auto found = dom.av_entries.find(name);
+    if (found != dom.av_entries.end()) {
+        ++found->second.refs;
+        out = found->second.addr;
+        return 0;
+    }
+    fi_addr_t addr = FI_ADDR_NOTAVAIL;
+    const int rc = fi_av_insert(dom.av, name.data(), 1, &addr, 0, nullptr);
+    if (rc != 1) {
+        DAT2_ERR("%s: fi_av_insert of a peer's address: %s\n", this->name(), rc < 0 ? fi_text(rc) : "not inserted");
+        return rc < 0 ? rc : -FI_EINVAL;
+    }
+    dom.av_entries.emplace(name, RdmAvEntry{addr, 1});
+    out = addr;
+    return 0;
+}
+
+// An entry no connection uses stays: a provider may still have operations
+// for the peer in flight (rxm crashes in its progress after fi_av_remove of
+// a peer it has a connection to), and the next connection to the same peer
+// finds it. Entries are removed once more than kAvIdleEntries are unused,
+// the oldest first.
+void RdmTransport::av_release(RdmDomain &dom, const std::string &name) {
+    auto found = dom.av_entries.find(name);
+    if (found == dom.av_entries.end() || --found->second.refs > 0)
+        return;
+    dom.av_idle.push_back(name);
+    while (dom.av_idle.size() > kAvIdleEntries) {
+        auto old = dom.av_entries.find(dom.av_idle.front());
+        dom.av_idle.pop_front();
+        if (old == dom.av_entries.end() || old->second.refs > 0)
+            continue;
+        fi_addr_t addr = old->second.addr;
+        fi_av_remove(dom.av, &addr, 1, 0);
+        dom.av_entries.erase(old);
+    }
+}
+
+DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag) {
+    fi_addr_t addr;
+    if (!rep.fep)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    if (int rc = av_insert(*rep.fep->dom, peer_name, addr))
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    rep.peer = addr;
+    rep.peer_dom = rep.fep->dom;
+    rep.peer_name = peer_name;
+    rep.peer_tag = peer_tag;
+    ++connected_;
+    return DAT_SUCCESS;
+}
+
+void RdmTransport::end_data_path(RdmEp &rep) {
+    cancel_receives(rep);
+    if (!rep.peer_name.empty()) {
+        av_release(*rep.peer_dom, rep.peer_name);
+        rep.peer_name.clear();
+        rep.peer_dom = nullptr;
+        --connected_;
+    }
+    loop().disarm(rep.disconnect_timer);
+    rep.graceful_pending = false;
+    rep.draining = false;
+}
+
+// ---- posts ------------------------------------------------------------------------------
+
+void RdmTransport::rma_posted(RdmEp &rep) {
+    if (rep.rma_out.fetch_add(1, std::memory_order_relaxed) != 0)
+        return;
+    rep.rma_stamp_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(rma_watch_mu_);
+    rma_watch_.push_back(rep.id);
+}
+
+void RdmTransport::hello(RdmEp &rep) {
+    RdmFabricEp *fep = rep.fep;
+    RdmCtxBlock *b = rep.block;
+    if (!fep || !b)
+        return;
+    RdmCtx &r = b->ctx[b->n + kHelloRecv];
+    RdmCtx &s = b->ctx[b->n + kHelloSend];
+    r.left = s.left = 1;
+    b->refs.fetch_add(2, std::memory_order_relaxed);
+    fi_msg_tagged rmsg{nullptr, nullptr, 0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit, 0,
+                       &r.part[0], 0};
+    r.recv_posted = true;
+    if (post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
+        r.recv_posted = false;
+        b->release();
+    }
+    fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
+    // The peer answers within its next progress round (a millisecond), or
+    // it is busy: a bound of its own, not the post path's.
+    const ssize_t rc = post_retrying(
+        *fep, [&] { return fi_tsendmsg(fep->ep, &smsg, FI_COMPLETION); }, std::chrono::milliseconds(1000));
+    if (rc != 0) {
+        b->release();
+        DAT2_LOG(log::kGeneric, "%s: EP %p: the connection's first message was not taken: %s\n", name(),
+                 (void *)rep.owner, fi_text(static_cast<int>(rc)));
+    }
+}
+
+DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
+    RdmEp &rep = rep_of(ep);
+    RdmFabricEp *fep = rep.fep;
+    if (!fep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    RdmCtx *c = take_ctx(rep, op);
+    if (!c)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    to_iov(segs, nsegs, iov, desc);
+    ssize_t rc;
+    if (kind == kit::PostKind::kRecv) {
+        fi_msg_tagged msg{iov, desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC,
+                          rep.tag, 0, &c->part[0], 0};
+        c->recv_posted = true;
+        rc = post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
+    } else {
+        rep.requests_out.fetch_add(1, std::memory_order_relaxed);
+        if (kind == kit::PostKind::kSend) {
+            std::uint64_t flags = FI_COMPLETION;
+            fi_msg_tagged msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, rep.peer_tag, 0, &c->part[0], 0};
+            if (remote) {
+                // Send with invalidate: the context travels as remote CQ data.
+                msg.data = remote->rmr_context;
+                flags |= FI_REMOTE_CQ_DATA;
+            }
+            if (fence_after_write_ && rep.wrote) {
+                flags |= FI_FENCE;
+                rep.wrote = false;
+            }
+            rc = post_retrying(*fep, [&] { return fi_tsendmsg(fep->ep, &msg, flags); });
+            if (rc == 0)
+                rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
+        } else {
+            fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
+            fi_msg_rma msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c->part[0], 0};
+            rma_posted(rep);
+            if (kind == kit::PostKind::kRdmaWrite) {
+                // Delivery completion: a write the target refuses (key, range,
+                // access) fails here, and on shm it takes the target's checked
+                // path even if the domain's ordering would allow the other.
+                rc = post_retrying(*fep, [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+                rep.wrote = true;
+            } else {
+                rc = post_retrying(*fep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
+            }
+        }
+        if (rc) {
+            rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+            if (kind != kit::PostKind::kSend)
+                rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        }
+    }
+    if (rc == 0)
+        return DAT_SUCCESS;
+    give_back_ctx(*c);
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                  const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS) {
+    RdmEp &rep = rep_of(ep);
+    if (!rep.fep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    if (op.ext != kit::ExtKind::kRdmaWriteImmed && op.ext != kit::ExtKind::kFetchAdd &&
+        op.ext != kit::ExtKind::kCmpSwap)
+        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    if (op.ext != kit::ExtKind::kRdmaWriteImmed && nsegs != 1)
+        return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    RdmCtx *c = take_ctx(rep, op);
+    if (!c)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    rep.requests_out.fetch_add(1, std::memory_order_relaxed);
+    rma_posted(rep);
+    DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote)
+                                                            : post_atomic(rep, *c, op, segs[0], remote);
+    if (r != DAT_SUCCESS) {
+        rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+        rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        give_back_ctx(*c);
+    }
+    return r;
+}
+
+// A write with immediate data is the RDMA write, then an empty message to the
+// peer's tag whose remote CQ data carries the immediate data and the written
+// length: it consumes the target's oldest receive, as InfiniBand's does, and
+// arrives after the data (FI_ORDER_SAW, or FI_FENCE). The DTO completes once
+// both have.
+DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                          const DAT_RMR_TRIPLET &remote) {
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    const std::uint64_t total = to_iov(segs, nsegs, iov, desc);
+    if (total > kMaxImmedLength)
+        return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    c.left = 2;
+    fi_rma_iov rma{remote.virtual_address, remote.segment_length, remote.rmr_context};
+    fi_msg_rma wmsg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c.part[0], 0};
+    ssize_t rc =
+        post_retrying(*rep.fep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+    if (rc) {
+        c.left = 1;
+        if (rc == -FI_EAGAIN)
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(),
+                 fi_text(static_cast<int>(rc)));
+        return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    // The reference of the second part.
+    c.block->refs.fetch_add(1, std::memory_order_relaxed);
+    fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag, 0, &c.part[1], immed_cq_data(total, op.immed)};
+    const std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (fence_after_write_ ? FI_FENCE : 0);
+    // The write is on its way and cannot be taken back: a queue still full
+    // after a while fails the DTO when the write completes.
+    rc = post_retrying(*rep.fep, [&] { return fi_tsendmsg(rep.fep->ep, &smsg, flags); });
+    if (rc == 0)
+        rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
+    if (rc) {
+        DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", name(),
+                 fi_text(static_cast<int>(rc)));
+        c.status = DAT_DTO_ERR_TRANSPORT;
+        c.left = 1;
+        c.block->release();
+    }
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN RdmTransport::post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment &result,
+                                     const DAT_RMR_TRIPLET &remote) {
+    const bool cswap = op.ext == kit::ExtKind::kCmpSwap;
+    // The operands live in the DTO record until it completes.
+    fi_ioc operand{&op.operand[cswap ? 1 : 0], 1};
+    void *operand_desc = nullptr;
+    fi_rma_ioc target{remote.virtual_address, 1, remote.rmr_context};
+    fi_msg_atomic msg{};
+    msg.msg_iov = &operand;
+    msg.desc = &operand_desc;
+    msg.iov_count = 1;
+    msg.addr = rep.peer;
+    msg.rma_iov = &target;
+    msg.rma_iov_count = 1;
+    msg.datatype = FI_UINT64;
+    msg.op = cswap ? FI_CSWAP : FI_SUM;
+    msg.context = &c.part[0];
+    fi_ioc original{result.addr, 1};
+    void *original_desc = result.desc;
+    ssize_t rc;
+    if (cswap) {
+        fi_ioc compare{&op.operand[0], 1};
+        void *compare_desc = nullptr;
+        rc = post_retrying(*rep.fep, [&] {
+            return fi_compare_atomicmsg(rep.fep->ep, &msg, &compare, &compare_desc, 1, &original, &original_desc, 1,
+                                        FI_COMPLETION);
+        });
+    } else {
+        rc = post_retrying(*rep.fep, [&] {
+            return fi_fetch_atomicmsg(rep.fep->ep, &msg, &original, &original_desc, 1, FI_COMPLETION);
+        });
+    }
+    if (rc == 0)
+        return DAT_SUCCESS;
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting an atomic operation: %s\n", name(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+} // namespace dat2::ofi

@@ -1,0 +1,409 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The RDM transport's IA: which provider attributes it asks for and how it
+// adapts to what it gets, its attributes, and the provider's progress on the
+// IA's event loop.
+#include "rdm.hpp"
+
+#include "log.hpp"
+#include "resources.hpp"
+#include "sockaddr.hpp"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace dat2::ofi {
+
+namespace {
+
+bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
+    fi_atomic_attr attr{};
+    return fi_query_atomic(domain, FI_UINT64, op, &attr, flags) == 0 && attr.count >= 1 && attr.size == 8;
+}
+
+// How many EVDs the process's descriptors allow (dat_ia_query's max_evds
+// must be reachable): each holds the kit's eventfd, and a DTO EVD its
+// queue's wait object where the provider has one (measured on a probe).
+DAT_COUNT evds_within_process_limits(fid_domain *domain) {
+    const kit::ProcessUsage before = kit::process_usage();
+    kit::ProcessUsage per_evd{1, 0, 0};
+    fi_cq_attr attr{};
+    attr.size = 1024;
+    attr.format = FI_CQ_FORMAT_TAGGED;
+    attr.wait_obj = FI_WAIT_FD;
+    fid_cq *probe = nullptr;
+    if (fi_cq_open(domain, &attr, &probe, nullptr) != 0) {
+        attr.wait_obj = FI_WAIT_NONE;
+        if (fi_cq_open(domain, &attr, &probe, nullptr) != 0)
+            probe = nullptr;
+    }
+    if (probe) {
+        const kit::ProcessUsage each = kit::process_usage() - before;
+        fi_close(&probe->fid);
+        if (each.fds > 0)
+            per_evd.fds += each.fds;
+    }
+    return kit::objects_within(kit::process_limits(), before, per_evd, kit::kMaxObjects);
+}
+
+bool is_ip_format(std::uint32_t f) { return f == FI_SOCKADDR_IN || f == FI_SOCKADDR_IN6 || f == FI_SOCKADDR; }
+
+// `text` (a numeric address or a host name) as an IP address, port 0.
+bool resolve(const std::string &text, sockaddr_storage &out) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || !res)
+        return false;
+    std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    kit::set_port(out, 0);
+    return true;
+}
+
+bool unspecified_ip(const sockaddr_storage &a) {
+    if (a.ss_family == AF_INET)
+        return reinterpret_cast<const sockaddr_in &>(a).sin_addr.s_addr == htonl(INADDR_ANY);
+    if (a.ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6 &>(a).sin6_addr);
+    return true;
+}
+
+} // namespace
+
+RdmTransport::RdmTransport(kit::Ia &ia, const Params &params) : Transport(ia), params_(params) {}
+
+DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
+    const char *name = this->name();
+    // What DAT needs of the provider, in the order it is given up when the
+    // provider lacks it: atomics (the IB extensions go without), directed
+    // receives (the connection's tag alone tells its messages apart), send
+    // after write ordering (a send after a write is fenced instead).
+    fi_info *hints = fi_allocinfo();
+    if (!hints)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    // Every registration model we can serve: remote memory named by virtual
+    // address (DAT's rmr triplets), provider or chosen keys, local
+    // descriptors always passed.
+    hints->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
+    hints->domain_attr->threading = FI_THREAD_SAFE;
+    hints->fabric_attr->prov_name = strdup(params_.provider.c_str());
+    if (!params_.domain.empty())
+        hints->domain_attr->name = strdup(params_.domain.c_str());
+    if (!params_.fabric.empty())
+        hints->fabric_attr->name = strdup(params_.fabric.c_str());
+    const std::uint64_t base_caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
+                                    FI_REMOTE_READ | FI_REMOTE_WRITE;
+    // Remote memory must be named by virtual address (DAT's rmr triplets carry
+    // no region base). The registration model bits first; a provider that
+    // answers them with offset addressing (shm once RMA ordering is asked
+    // for, rxm, rxd) is asked for FI_MR_BASIC (virtual addresses, provider
+    // keys), which every util-based provider serves.
+    const auto virtual_addressing = [](const fi_info *i) {
+        return (i->domain_attr->mr_mode & FI_MR_VIRT_ADDR) || i->domain_attr->mr_mode == FI_MR_BASIC;
+    };
+    int rc = -FI_ENODATA;
+    for (int basic = 0; basic <= 1 && rc; ++basic)
+    for (int saw = 1; saw >= 0 && rc; --saw)
+        for (int directed = 1; directed >= 0 && rc; --directed)
+            for (int atomic = 1; atomic >= 0 && rc; --atomic) {
+                hints->domain_attr->mr_mode =
+                    basic ? FI_MR_BASIC : FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
+                hints->caps = base_caps | (directed ? FI_DIRECTED_RECV : 0) | (atomic ? FI_ATOMIC : 0) |
+                              (saw ? 0 : FI_FENCE);
+                // Asking for send-after-write order also keeps shm's RMA on
+                // the path where the target checks key, range and access
+                // (its "fast" path checks nothing).
+                hints->tx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
+                hints->rx_attr->msg_order = hints->tx_attr->msg_order;
+                rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
+                if (rc == 0 && !params_.address.empty() && is_ip_format(info_->addr_format)) {
+                    // An IP fabric serves on the IA's address.
+                    fi_freeinfo(info_);
+                    info_ = nullptr;
+                    rc = fi_getinfo(kApiVersion, params_.address.c_str(), nullptr, FI_SOURCE, hints, &info_);
+                }
+                if (rc == 0 && !virtual_addressing(info_)) {
+                    fi_freeinfo(info_);
+                    info_ = nullptr;
+                    rc = -FI_ENODATA;
+                }
+            }
+    fi_freeinfo(hints);
+    if (rc) {
+        DAT2_ERR("%s: no libfabric provider '%s' with reliable-datagram endpoints (FI_EP_RDM, FI_MSG, FI_TAGGED, "
+                 "FI_RMA, remote memory by virtual address): %s\n",
+                 name, params_.provider.c_str(), fi_text(rc));
+        info_ = nullptr;
+        return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+    }
+    directed_recv_ = (info_->caps & FI_DIRECTED_RECV) != 0;
+    fence_after_write_ = !(info_->tx_attr->msg_order & FI_ORDER_SAW);
+    user_keys_ = info_->domain_attr->mr_mode != FI_MR_BASIC && !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
+
+    // The side channel's address.
+    if (!params_.address.empty()) {
+        if (!resolve(params_.address, addr_)) {
+            DAT2_ERR("%s: address=%s: not an IP address or host name\n", name, params_.address.c_str());
+            return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+        }
+    } else if (is_ip_format(info_->addr_format) && info_->src_addr && info_->src_addrlen <= sizeof addr_) {
+        std::memcpy(&addr_, info_->src_addr, info_->src_addrlen);
+        kit::set_port(addr_, 0);
+    }
+    if (addr_.ss_family != AF_INET && addr_.ss_family != AF_INET6 ? true : unspecified_ip(addr_)) {
+        // shm and other host-local or non-IP fabrics: peers on this host.
+        addr_ = {};
+        auto &in = reinterpret_cast<sockaddr_in &>(addr_);
+        in.sin_family = AF_INET;
+        in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    }
+
+    if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr))) {
+        DAT2_ERR("%s: fi_fabric: %s\n", name, fi_text(rc));
+        return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    }
+    // The first domain, which the first PZ takes (rdm_mr.cpp).
+    RdmDomain *first = open_domain();
+    if (!first)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    domain_ = first->domain;
+    spare_domains_.push_back(first);
+
+    std::uint32_t random = 0;
+    if (getrandom(&random, sizeof random, 0) != sizeof random)
+        random = static_cast<std::uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    // Below bit 60: providers may reserve the top bits of a tag.
+    tag_base_ = static_cast<std::uint64_t>(random & 0x0fffffffu) << 32;
+
+    caps.max_iov = static_cast<DAT_COUNT>(
+        std::min<std::size_t>({info_->tx_attr->iov_limit, info_->rx_attr->iov_limit, std::size_t(kit::kMaxIov)}));
+    if (caps.max_iov < 1)
+        caps.max_iov = 1;
+    caps.max_private_data = static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, rdmwire::kMaxPdata));
+    caps.max_srq_recvs = 0; // see README: no shared receive contexts on RDM endpoints here
+    // No send with invalidate and no Endpoint-scoped windows, as on the MSG
+    // transport: shm and rxm carry out RDMA at the target in their own
+    // progress, checking only the key's domain, before any code of ours sees
+    // the message that should have closed the window; and a key cannot be
+    // limited to one endpoint (no FI_MR_ENDPOINT).
+    caps.send_with_invalidate = false;
+    caps.rmr_scope_ep = false;
+    const bool local_mr = info_->domain_attr->mr_mode != FI_MR_BASIC && (info_->domain_attr->mr_mode & FI_MR_LOCAL);
+    if ((info_->caps & FI_ATOMIC) && !local_mr) {
+        // The operands live in the DTO record, which no registration covers:
+        // a provider that needs local descriptors (FI_MR_LOCAL) goes without.
+        caps.ext.fetch_add = atomic_supported(domain_, FI_SUM, FI_FETCH_ATOMIC);
+        caps.ext.cmp_swap = atomic_supported(domain_, FI_CSWAP, FI_COMPARE_ATOMIC);
+    }
+    caps.ext.rdma_write_immed = info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) &&
+                                (!fence_after_write_ || (info_->caps & FI_FENCE));
+    caps.max_evds = std::min(caps.max_evds, evds_within_process_limits(domain_));
+    loop().set_idle_hook([this] { return progress_round(); });
+
+    char text[INET6_ADDRSTRLEN] = "?";
+    const void *a = addr_.ss_family == AF_INET6
+                        ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
+                        : static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&addr_)->sin_addr);
+    inet_ntop(addr_.ss_family, a, text, sizeof text);
+    DAT2_LOG(log::kGeneric,
+             "%s: libfabric %s (RDM), fabric %s, domain %s, side channel on %s; mr_mode %#x, directed receives %s, "
+             "send after write %s, keys %s, atomics %s\n",
+             name, info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text,
+             info_->domain_attr->mr_mode,
+             directed_recv_ ? "yes" : "no (tags only)", fence_after_write_ ? "fenced" : "ordered",
+             user_keys_ ? "ours" : "the provider's", caps.ext.fetch_add ? "yes" : "no");
+    return DAT_SUCCESS;
+}
+
+// The loop has stopped (kit::Ia's destructor): no handler runs.
+RdmTransport::~RdmTransport() {
+    std::vector<RdmConn *> conns;
+    for (auto &[id, c] : conns_) {
+        if (c->fd >= 0)
+            ::close(c->fd);
+        c->fd = -1;
+    }
+    conns_.clear();
+    for (auto &[key, fep] : fabric_eps_)
+        if (fep->ep)
+            fi_close(&fep->ep->fid);
+    fabric_eps_.clear();
+    // EVDs were closed before the IA (their queues with them).
+    for (auto &dom : domains_) {
+        if (dom->null_cq)
+            fi_close(&dom->null_cq->fid);
+        if (dom->av)
+            fi_close(&dom->av->fid);
+        fi_close(&dom->domain->fid);
+    }
+    domains_.clear();
+    if (fabric_)
+        fi_close(&fabric_->fid);
+    if (info_)
+        fi_freeinfo(info_);
+}
+
+// As the MSG transport: an MTU of 4096 (dtestsrq cuts its messages at it;
+// libfabric's RDM providers segment larger messages themselves).
+void RdmTransport::facts(kit::TransportFacts &f) const {
+    f.provider = std::string("libfabric ") + info_->fabric_attr->prov_name;
+    f.device = info_->domain_attr->name ? info_->domain_attr->name : "";
+    f.transport_mtu = 4096;
+    f.port_status = "ACTIVE";
+}
+
+void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
+    std::snprintf(a.adapter_name, sizeof a.adapter_name, "%s", name());
+    std::snprintf(a.vendor_name, sizeof a.vendor_name, "libfabric %s rdm", info_->fabric_attr->prov_name);
+    a.hardware_version_major = FI_MAJOR(info_->fabric_attr->prov_version);
+    a.hardware_version_minor = FI_MINOR(info_->fabric_attr->prov_version);
+    const std::size_t iov = std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov));
+    const std::size_t rma_iov =
+        std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->rma_iov_limit ? iov : 1, iov));
+    a.max_dto_per_ep = 16384;
+    a.max_rdma_read_per_ep_in = 64;
+    a.max_rdma_read_per_ep_out = 64;
+    a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(iov);
+    a.max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(rma_iov);
+    a.max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(rma_iov);
+    a.max_lmr_block_size = 0xffffffffu;
+    a.max_lmr_virtual_address = ~DAT_VADDR(0);
+    a.max_message_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(info_->ep_attr->max_msg_size, 1u << 30));
+    a.max_rdma_size = a.max_message_size;
+    a.max_rdma_read_in = 64;
+    a.max_rdma_read_out = 64;
+    const std::size_t mr_count = info_->domain_attr->mr_cnt;
+    a.max_rmrs = mr_count ? static_cast<DAT_COUNT>(std::min<std::size_t>(mr_count, kit::kMaxRmrs)) : kit::kMaxRmrs;
+    a.max_rmr_target_address = ~DAT_VADDR(0);
+    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
+    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
+    a.zb_supported = DAT_FALSE;
+}
+
+// ---- progress ----------------------------------------------------------------------
+
+// The loop's idle hook. Providers without a progress thread of their own
+// (shm executes RMA in the target's progress, rxm moves tcp's bytes only when
+// asked) need someone to read their queues while the consumer does not: a
+// write must land while its target only watches memory, and a consumer
+// asleep in dat_evd_wait on a queue without a wait fd must be woken. Each
+// round reads every queue once (zero entries: progress, and whether
+// something is queued), which costs the number of EVDs, never the number of
+// connections (those share the EVDs' libfabric endpoints). A round every
+// millisecond while a connection has work: an RDMA write to a target that
+// only watches its memory lands within about a millisecond (dtest -W); on
+// connections that stay quiet, at most kMaxRoundMs later.
+int RdmTransport::progress_round() {
+    thread_local std::vector<kit::Evd *> wake;
+    thread_local std::vector<std::uint64_t> watch;
+    thread_local std::vector<kit::ConnectionReport> broken;
+    bool busy = false, waiters = false, active = false;
+    {
+        std::lock_guard<std::mutex> lock(rma_watch_mu_);
+        watch.swap(rma_watch_);
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        // RDMA and atomic operations nobody answers: a target that refused
+        // one may send no answer at all (shm 1.17 drops a refused RMA
+        // without a response), and one that stopped progressing never will.
+        // After kRmaAnswerTimeout the connection breaks: the kit flushes
+        // what is outstanding, and memory stays as it was.
+        const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+        std::size_t keep = 0;
+        for (std::uint64_t id : watch) {
+            auto it = eps_.find(id);
+            if (it == eps_.end() || it->second->rma_out.load(std::memory_order_relaxed) <= 0)
+                continue;
+            RdmEp &rep = *it->second;
+            if (now_ns - rep.rma_stamp_ns.load(std::memory_order_relaxed) <
+                std::chrono::nanoseconds(kRmaAnswerTimeout).count()) {
+                watch[keep++] = id;
+                continue;
+            }
+            const DAT_EP_STATE s = kit::ep_state(*rep.owner);
+            if (!rep.conn || (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING))
+                continue;
+            DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
+                     "target, or the target stopped); the connection is broken\n",
+                     name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));
+            broken.emplace_back();
+            RdmConn *c = detach_conn(rep.conn);
+            end_data_path(rep);
+            broken.back().disconnected(*rep.owner, true);
+            dead_conns_.push_back(c);
+        }
+        watch.resize(keep);
+        busy = connected_ > 0;
+        ++round_;
+        // Only the queues a libfabric endpoint is bound to can have work:
+        // EVDs no Endpoint connected through cost nothing.
+        for (auto &[key, fep] : fabric_eps_)
+            for (RdmCq *q : {fep->tx_q, fep->rx_q}) {
+                if (!q || q->polled_round == round_)
+                    continue;
+                q->polled_round = round_;
+                const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
+                waiters = waiters || waiter;
+                if (!busy && !waiter)
+                    continue;
+                fi_cq_tagged_entry none;
+                const ssize_t n = fi_cq_read(q->cq, &none, 0);
+                const bool nonempty = n == 0 || n == -FI_EAVAIL;
+                const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
+                if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
+                    active = true;
+                q->was_nonempty = nonempty;
+                q->seen_reads = reads;
+                if (nonempty && waiter)
+                    wake.push_back(q->evd);
+            }
+        if (busy) {
+            std::lock_guard<std::mutex> dlock(dom_mu_);
+            for (auto &dom : domains_) {
+                fi_cq_tagged_entry drop[8];
+                while (fi_cq_read(dom->null_cq, drop, 8) > 0) {
+                }
+            }
+        }
+    }
+    const bool rma_pending = !watch.empty();
+    if (rma_pending) {
+        std::lock_guard<std::mutex> lock(rma_watch_mu_);
+        rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());
+        busy = true;
+    }
+    watch.clear();
+    for (RdmConn *c : dead_conns_)
+        finish_retire(c);
+    dead_conns_.clear();
+    for (kit::ConnectionReport &r : broken)
+        r.deliver();
+    broken.clear();
+    for (kit::Evd *evd : wake)
+        kit::evd_wake(*evd);
+    wake.clear();
+    if (waiters)
+        return 1;
+    if (!busy)
+        return -1;
+    // Quiet connections: the rounds slow down to kMaxRoundMs once nothing was
+    // queued for 100 ms, so that an idle process sleeps; work seen brings
+    // back a round a millisecond.
+    const auto now = std::chrono::steady_clock::now();
+    if (active || rma_pending) {
+        quiet_since_ = now;
+        round_ms_ = 1;
+    } else if (now - quiet_since_ > std::chrono::milliseconds(100)) {
+        round_ms_ = std::min(round_ms_ * 2, kMaxRoundMs);
+    }
+    return round_ms_;
+}
+
+} // namespace dat2::ofi
