@@ -43,7 +43,12 @@ void ep_build_records(Ep &ep) {
     ep.requests_failed = false;
 }
 
-void op_recycle_locked(Op &op) {
+namespace {
+
+// The bodies of op_recycle_locked and op_recycle, inline on this file's
+// completion path: a completion recycles its record, and the calls cost
+// as much as the work.
+__attribute__((always_inline)) inline void recycle_locked(Op &op) {
     Ep &ep = *op.ep;
     op.state.store(Op::kFree, std::memory_order_relaxed);
     Op *&head = op.is_recv ? ep.free_recvs : ep.free_requests;
@@ -54,18 +59,25 @@ void op_recycle_locked(Op &op) {
         ep.reads_posted.fetch_sub(1, std::memory_order_release);
 }
 
-void op_recycle(Op &op) {
+__attribute__((always_inline)) inline void recycle(Op &op) {
     if (op.srq) {
         srq_op_done(op);
         return;
     }
     std::lock_guard<Lock> lock(op.ep->ops_mu);
-    op_recycle_locked(op);
+    recycle_locked(op);
 }
+
+} // namespace
+
+void op_recycle_locked(Op &op) { recycle_locked(op); }
+
+void op_recycle(Op &op) { recycle(op); }
 
 namespace {
 
-Op *op_take(Ep &ep, bool recv) {
+// Inline in post_dto, for the same reason as recycle().
+__attribute__((always_inline)) inline Op *op_take(Ep &ep, bool recv) {
     std::lock_guard<Lock> lock(ep.ops_mu);
     Op *&head = recv ? ep.free_recvs : ep.free_requests;
     Op *op = head;
@@ -249,8 +261,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     } order_lock{!recv && caps.requests_in_order ? &ep->post_mu : nullptr};
     if (order_lock.mu)
         order_lock.mu->lock();
-    Op *op = ep_take_op(*ep, *evd, recv);
-    if (!op)
+    Op *op = op_take(*ep, recv);
+    if (!op && !(op = ep_take_op(*ep, *evd, recv)))
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     if (kind == PostKind::kRdmaRead)
         ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
@@ -383,16 +395,36 @@ void ep_flush_outstanding(Ep &ep) {
 
 namespace {
 
+// fill_dto_event, inline on the completion path (as recycle()).
+__attribute__((always_inline)) inline void fill_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status,
+                                                      std::uint32_t length) {
+    std::memset(&e, 0, sizeof e);
+    e.event_number = DAT_DTO_COMPLETION_EVENT;
+    auto &d = e.event_data.dto_completion_event_data;
+    d.ep_handle = op.ep;
+    d.user_cookie = op.cookie;
+    d.status = status;
+    d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
+    d.operation = op.operation;
+    if (op.ext != ExtKind::kNone) {
+        if (op.ext == ExtKind::kRmrBind)
+            rmr_bind_event(e, op, status);
+        else
+            ext_event(e, op, nullptr);
+    }
+}
+
 // Reports a request whose turn it is; its record is recycled unless it
 // stays kFlushed until the transport's late completion for it.
-void report_request_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent) {
+__attribute__((always_inline)) inline void report_request_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status,
+                                                                 std::uint32_t length, bool silent) {
     if (!silent && !(op.suppress && status == DAT_DTO_SUCCESS)) {
         DAT_EVENT &e = evd_completion_slot_locked(evd);
-        fill_dto_event(e, op, status, length);
+        fill_event(e, op, status, length);
         e.evd_handle = &evd;
     }
     if (op.state.load(std::memory_order_acquire) != Op::kFlushed)
-        op_recycle(op);
+        recycle(op);
 }
 
 } // namespace
@@ -495,13 +527,13 @@ void dto_consume_locked(Evd &evd, const Completion *c, int n) {
         DAT_EVENT unreported;
         DAT_EVENT &e =
             op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
-        fill_dto_event(e, op, c[i].status, c[i].length);
+        fill_event(e, op, c[i].status, c[i].length);
         if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
             ext_event(e, op, &c[i]); // a receive consumed by immediate data
         e.evd_handle = &evd;
         if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
             rmr_invalidate(*op.ep, c[i].rmr_context, e);
-        op_recycle(op);
+        recycle(op);
     }
 }
 
@@ -512,20 +544,7 @@ DAT_EVENT dto_event(const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_
 }
 
 void fill_dto_event(DAT_EVENT &e, const Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
-    std::memset(&e, 0, sizeof e);
-    e.event_number = DAT_DTO_COMPLETION_EVENT;
-    auto &d = e.event_data.dto_completion_event_data;
-    d.ep_handle = op.ep;
-    d.user_cookie = op.cookie;
-    d.status = status;
-    d.transfered_length = status == DAT_DTO_SUCCESS ? (op.is_recv ? length : op.length) : 0;
-    d.operation = op.operation;
-    if (op.ext != ExtKind::kNone) {
-        if (op.ext == ExtKind::kRmrBind)
-            rmr_bind_event(e, op, status);
-        else
-            ext_event(e, op, nullptr);
-    }
+    fill_event(e, op, status, length);
 }
 
 namespace slot {

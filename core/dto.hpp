@@ -29,8 +29,24 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
 void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing);
 // Turns completions read from the transport into events; evd.mu held.
 void dto_consume_locked(Evd &evd, const Completion *c, int n);
-// Where the next completion event of the EVD is built (evd.cpp); evd.mu held.
-DAT_EVENT &evd_completion_slot_locked(Evd &evd);
+// Where the next completion event is built, in place (an event is 120
+// bytes: built elsewhere, it would be copied once more): the consumer's
+// buffer while dat_evd_dequeue reads with nothing queued (Evd::direct),
+// else the FIFO's next slot, or past the FIFO's room or behind events
+// already spilled (order holds) a new spill entry (evd_spill_slot_locked,
+// evd.cpp). evd.mu held. Inline: every reported completion comes here.
+DAT_EVENT &evd_spill_slot_locked(Evd &evd);
+inline DAT_EVENT &evd_completion_slot_locked(Evd &evd) {
+    if (DAT_EVENT *e = evd.direct) {
+        evd.direct = nullptr; // the consumer's buffer: built there, never queued
+        return *e;
+    }
+    if (__builtin_expect(!evd.spill.empty() || evd.count == static_cast<std::size_t>(evd.qlen), 0))
+        return evd_spill_slot_locked(evd);
+    DAT_EVENT &e = evd.ring[(evd.head + evd.count) & (evd.ring.size() - 1)];
+    ++evd.count;
+    return e;
+}
 
 // Reports every posted DTO of the EP as flushed, in posting order, on its
 // EVDs. Called once the transport guarantees nothing more completes.

@@ -54,22 +54,11 @@ void ring_pop_locked(Evd &evd, DAT_EVENT &out) {
 
 } // namespace
 
-// Where the next completion event is built, in place (an event is 120
-// bytes: built elsewhere, it would be copied once more): the FIFO's next
-// slot, or past the FIFO's room or behind events already spilled (order
-// holds) a new spill entry. Draining everything may exceed qlen.
-DAT_EVENT &evd_completion_slot_locked(Evd &evd) {
-    if (DAT_EVENT *e = evd.direct) {
-        evd.direct = nullptr; // the consumer's buffer: built there, never queued
-        return *e;
-    }
-    if (!evd.spill.empty() || evd.count == capacity(evd)) {
-        evd.spill.emplace_back();
-        return evd.spill.back();
-    }
-    DAT_EVENT &e = evd.ring[(evd.head + evd.count) & (evd.ring.size() - 1)];
-    ++evd.count;
-    return e;
+// evd_completion_slot_locked (dto.hpp) past the FIFO's room: draining
+// everything may exceed qlen.
+DAT_EVENT &evd_spill_slot_locked(Evd &evd) {
+    evd.spill.emplace_back();
+    return evd.spill.back();
 }
 
 namespace {
@@ -91,7 +80,11 @@ DAT_RETURN evd_check_dequeuer(Evd &evd) {
 
 } // namespace
 
-void evd_fill_locked(Evd &evd) {
+namespace {
+
+// evd_fill_locked's body, inline in dat_evd_dequeue: every poll, empty or
+// not, comes through here, and the call cost as much as the checks.
+__attribute__((always_inline)) inline void fill_locked(Evd &evd) {
     while (!evd.spill.empty() && evd.count < capacity(evd)) {
         ring_push_locked(evd, evd.spill.front());
         evd.spill.pop_front();
@@ -109,6 +102,10 @@ void evd_fill_locked(Evd &evd) {
             break; // a short read emptied the queue: a second poll (a syscall on tcp) would find nothing
     }
 }
+
+} // namespace
+
+void evd_fill_locked(Evd &evd) { fill_locked(evd); }
 
 // Every completion the queue holds, whatever the room: used before an EP's
 // records go away and before a disconnect event, so that ordering holds.
@@ -471,7 +468,7 @@ DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
             const bool direct = evd->spill.empty();
             if (direct)
                 evd->direct = event;
-            evd_fill_locked(*evd);
+            fill_locked(*evd);
             if (direct && !evd->direct)
                 return DAT_SUCCESS;
         }

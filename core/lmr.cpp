@@ -68,55 +68,16 @@ void context_free(Ia &ia, Lmr &lmr) {
 
 } // namespace
 
-// [va, va + len) lies inside the LMR (no overflow on hostile values).
-bool lmr_covers(const Lmr &lmr, DAT_VADDR va, DAT_VLEN len) {
-    return va >= lmr.address && len <= lmr.length && va - lmr.address <= lmr.length - len;
-}
-
-Lmr *lmr_by_context(Ia &ia, DAT_LMR_CONTEXT context) {
-    std::uint32_t idx = context & 0xffff;
-    if (idx == 0 || idx >= static_cast<std::uint32_t>(kMaxLmrs))
-        return nullptr;
-    Lmr *lmr = ia.lmr_table[idx].load(std::memory_order_acquire);
-    if (!lmr || lmr->lmr_context != context)
-        return nullptr;
-    return lmr;
-}
-
-DAT_RETURN resolve_segment(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRIV_FLAGS privilege, Segment &out) {
-    Lmr *lmr = lmr_by_context(ia, t.lmr_context);
-    if (!lmr)
-        return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
-                                                                                              : DAT_PRIVILEGES_WRITE);
-    // Local read is always allowed (as on every RDMA device: verbs has no
-    // flag for it, and DAT programs written for OFED rely on that).
-    if (privilege != DAT_MEM_PRIV_LOCAL_READ_FLAG && !(lmr->privileges & privilege))
-        return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PRIVILEGES_READ
-                                                                                              : DAT_PRIVILEGES_WRITE);
+DAT_RETURN segment_refused(const Lmr *lmr, Pz *pz, const DAT_LMR_TRIPLET &t, DAT_MEM_PRIV_FLAGS privilege) {
+    const bool read = privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG;
+    if (!lmr || (!read && !(lmr->privileges & privilege)))
+        return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, read ? DAT_PRIVILEGES_READ : DAT_PRIVILEGES_WRITE);
     if (pz && lmr->pz != pz)
-        return DAT_ERROR(DAT_PROTECTION_VIOLATION, privilege == DAT_MEM_PRIV_LOCAL_READ_FLAG ? DAT_PROTECTION_READ
-                                                                                              : DAT_PROTECTION_WRITE);
+        return DAT_ERROR(DAT_PROTECTION_VIOLATION, read ? DAT_PROTECTION_READ : DAT_PROTECTION_WRITE);
     if (!lmr_covers(*lmr, t.virtual_address, t.segment_length))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    out.addr = reinterpret_cast<void *>(static_cast<std::uintptr_t>(t.virtual_address));
-    out.length = t.segment_length;
-    out.desc = lmr->desc;
-    return DAT_SUCCESS;
-}
-
-DAT_RETURN resolve_segments(Ia &ia, Pz *pz, const DAT_LMR_TRIPLET *iov, DAT_COUNT n, DAT_MEM_PRIV_FLAGS privilege,
-                            Segment *segs, int &nsegs, std::uint64_t &total) {
-    nsegs = 0;
-    total = 0;
-    for (DAT_COUNT i = 0; i < n; ++i) {
-        if (iov[i].segment_length == 0)
-            continue;
-        if (DAT_RETURN r = resolve_segment(ia, pz, iov[i], privilege, segs[nsegs]))
-            return r;
-        total += segs[nsegs].length;
-        ++nsegs;
-    }
-    return DAT_SUCCESS;
+    // The LMR went away since resolve_segment read it: its context names nothing now.
+    return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, read ? DAT_PRIVILEGES_READ : DAT_PRIVILEGES_WRITE);
 }
 
 void lmr_release(Lmr &lmr) {

@@ -17,6 +17,10 @@
 
 namespace dat2::registry {
 
+// Every provider table ever registered (registry.hpp).
+std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
+std::atomic<std::size_t> g_known_count{0};
+
 namespace {
 
 // Consumer IA handles are small integers below every mappable address, so
@@ -76,11 +80,6 @@ State &state()
     return *s;
 }
 
-// Every provider table ever registered. Append-only and lock-free, so that
-// dispatch can refuse a handle whose first word is not a provider table.
-constexpr std::size_t kMaxKnownProviders = 1024;
-std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
-std::atomic<std::size_t> g_known_count{0};
 
 void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
 {
@@ -348,10 +347,10 @@ const char *strip_ro_aware(const char *name)
 
 } // namespace
 
-bool known_provider(const DAT_PROVIDER *p) noexcept
+bool known_provider_scan(const DAT_PROVIDER *p) noexcept
 {
     std::size_t n = g_known_count.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 1; i < n; ++i)
         if (g_known[i].load(std::memory_order_relaxed) == p)
             return true;
     return n == kMaxKnownProviders;

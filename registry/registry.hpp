@@ -9,7 +9,9 @@
 #include "dat2_internal.h"
 #include <dat2/dat_registry.h>
 
+#include <atomic>
 #include <cstdarg>
+#include <cstddef>
 
 namespace dat2::registry {
 
@@ -29,9 +31,23 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags);
 // not a live small integer is looked up as a provider pointer and its small
 // integer returned, which is how providers report the consumer's handle.
 DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out);
+// Every provider table ever registered. Append-only and lock-free (a slot
+// is written before the count that covers it is released), so that
+// dispatch can refuse a handle whose first word is not a provider table.
+inline constexpr std::size_t kMaxKnownProviders = 1024;
+extern std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
+extern std::atomic<std::size_t> g_known_count;
+// known_provider() beyond the first table (registry.cpp).
+bool known_provider_scan(const DAT_PROVIDER *p) noexcept;
 // True for a table some provider registered: dispatch refuses handles whose
-// first word is anything else.
-bool known_provider(const DAT_PROVIDER *p) noexcept;
+// first word is anything else. The first table is compared inline: every
+// DAT call asks, and a process nearly always has one provider.
+inline bool known_provider(const DAT_PROVIDER *p) noexcept
+{
+    if (g_known_count.load(std::memory_order_acquire) > 0 && g_known[0].load(std::memory_order_relaxed) == p)
+        return true;
+    return known_provider_scan(p);
+}
 
 // dat_extension_op's DAT_OPEN_EXTENSION_BASE ops (by IA name, no handle) and
 // DAT_CLOSE_EXTENSION_BASE ops, as OFED routes them: the open takes a

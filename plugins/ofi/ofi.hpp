@@ -174,6 +174,7 @@ private:
     // Completions of one libfabric queue; `taker` (an EP with an SRQ, whose
     // own queue this is) becomes Completion::ep of each.
     int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
+    inline int read_queue_inline(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max); // ofi_cq.cpp only
     // Turns one libfabric completion (`status` from its error entry, if any)
     // into the kit's; false when it reports nothing yet (one part of a write
     // with immediate data).
