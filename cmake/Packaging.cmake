@@ -31,3 +31,18 @@ install(CODE "
   set(PROJECT_VERSION \"${PROJECT_VERSION}\")
   include(\"${PROJECT_SOURCE_DIR}/cmake/InstallPkgConfig.cmake\")
 " COMPONENT dev)
+# dat.pc: libdat.so.1, the DAT 1.2 API (dat12/, include/dat). The CMake
+# package has no target for it: DAT 1.2 programs are autotools-era (Open
+# MPI's configure takes --with-udapl=<prefix>), and a dat2::dat in
+# dat2Targets would make find_package(dat2) fail on a system with the
+# DAT 2.0 development files but not the 1.2 ones (libdat2-dev without
+# libdat-dev).
+install(CODE "
+  set(DAT2_PC_TEMPLATE \"${PROJECT_SOURCE_DIR}/cmake/dat.pc.in\")
+  set(DAT2_PC_OUT \"${PROJECT_BINARY_DIR}/cmake/dat.pc\")
+  set(DAT2_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")
+  set(DAT2_INSTALL_INCLUDEDIR \"${CMAKE_INSTALL_INCLUDEDIR}\")
+  set(DAT2_SYSTEM_LIBDIRS \"${DAT2_SYSTEM_LIBDIRS}\")
+  set(PROJECT_VERSION \"${PROJECT_VERSION}\")
+  include(\"${PROJECT_SOURCE_DIR}/cmake/InstallPkgConfig.cmake\")
+" COMPONENT dev)

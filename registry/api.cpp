@@ -102,6 +102,18 @@ DAT2_EXPORT DAT_RETURN dat_ia_openv(const DAT_NAME_PTR name, DAT_COUNT qlen, DAT
     });
 }
 
+// libdat.so.1's way in (private version DAT2_PRIVATE_DAT12): dat_ia_openv
+// for a DAT 1.x program, which may open u2.0 entries as well as u1.x ones.
+// A DAT 2.0 program asking dat_ia_openv for API 1 is still refused.
+DAT2_EXPORT DAT_RETURN dat12_ia_openv(const DAT_NAME_PTR name, DAT_COUNT qlen, DAT_EVD_HANDLE *evd,
+                                      DAT_IA_HANDLE *ia, DAT_UINT32 major, DAT_UINT32 minor,
+                                      DAT_BOOLEAN thread_safety)
+{
+    return guarded(FN, [&] {
+        return dat2::registry::ia_open(name, qlen, evd, ia, major, minor, thread_safety, true);
+    });
+}
+
 DAT2_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS flags)
 {
     return guarded(FN, [&] { return dat2::registry::ia_close(ia, flags); });

@@ -126,10 +126,16 @@ DynamicEntry *find_dynamic(State &s, const char *name) // table_mu held
 // Whether a provider registered with `have` can serve an open that asks for
 // (major, minor, thread_safe). A thread-safe provider serves a non-thread-safe
 // consumer too; OFED required an exact match.
+// `dat12`: the request comes from libdat.so.1 (dat12_ia_openv), which adapts
+// the DAT 2.0 provider interface to DAT 1.x programs. Every provider this
+// registry loads implements that interface, whatever API its dat.conf entry
+// names, so such a request takes u2.0 entries as well as u1.x ones.
 DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT_UINT32 minor,
-                            DAT_BOOLEAN thread_safe, std::string &why)
+                            DAT_BOOLEAN thread_safe, bool dat12, std::string &why)
 {
-    if (have.dapl_version_major != major) {
+    if (dat12 && major == 1 && have.dapl_version_major == 2)
+        minor = 0;
+    else if (have.dapl_version_major != major) {
         why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
               std::to_string(have.dapl_version_minor) + ", the application asks for " +
               std::to_string(major) + "." + std::to_string(minor);
@@ -226,14 +232,14 @@ void release(State &s, DynamicEntry *d)
 // usable dat.conf entry if nobody registered that name yet, and takes a
 // reference on it. load_mu held. Returns nullptr with `code` set.
 DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
-                               DAT_BOOLEAN thread_safe, DAT_RETURN &code)
+                               DAT_BOOLEAN thread_safe, bool dat12, DAT_RETURN &code)
 {
     ensure_config(s);
     {
         std::lock_guard<std::mutex> table(s.table_mu);
         if (DynamicEntry *d = find_dynamic(s, name)) {
             std::string why;
-            if (DAT_RETURN_SUBTYPE sub = mismatch(d->info, major, minor, thread_safe, why)) {
+            if (DAT_RETURN_SUBTYPE sub = mismatch(d->info, major, minor, thread_safe, dat12, why)) {
                 DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name,
                          why.c_str());
                 code = DAT_ERROR(DAT_PROVIDER_NOT_FOUND, sub);
@@ -259,7 +265,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
             continue;
         }
         std::string why;
-        if (DAT_RETURN_SUBTYPE sub = mismatch(e.info, major, minor, thread_safe, why)) {
+        if (DAT_RETURN_SUBTYPE sub = mismatch(e.info, major, minor, thread_safe, dat12, why)) {
             reasons.push_back(where + ": " + why);
             subtype = sub;
             continue;
@@ -475,7 +481,7 @@ DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATI
 
 DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
                    DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
-                   DAT_BOOLEAN thread_safety)
+                   DAT_BOOLEAN thread_safety, bool dat12)
 {
     if (!name_fits(name))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
@@ -493,7 +499,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
     {
         std::lock_guard<std::recursive_mutex> load(s.load_mu);
         DAT_RETURN code = DAT_SUCCESS;
-        provider = acquire_provider(s, name, major, minor, thread_safety, code);
+        provider = acquire_provider(s, name, major, minor, thread_safety, dat12, code);
         if (!provider)
             return code;
         // A handle for the IA, taken before the provider opens it so that
@@ -586,7 +592,7 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
     {
         std::lock_guard<std::recursive_mutex> load(s.load_mu);
         DAT_RETURN code = DAT_SUCCESS;
-        provider = acquire_provider(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE, code);
+        provider = acquire_provider(s, name, DAT_VERSION_MAJOR, DAT_VERSION_MINOR, DAT_FALSE, false, code);
         if (!provider)
             return code;
     }

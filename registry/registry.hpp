@@ -21,9 +21,10 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
                           DAT_PROVIDER_INFO *(dat_provider_list[]));
 DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer);
 
+// `dat12`: for libdat.so.1, whose DAT 1.x requests also take u2.0 entries.
 DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
                    DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
-                   DAT_BOOLEAN thread_safety);
+                   DAT_BOOLEAN thread_safety, bool dat12 = false);
 DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags);
 
 // Consumer IA handle (small integer) <-> provider IA pointer. A value that is

@@ -10,7 +10,9 @@ packages=(
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
   gnuplot-nox valgrind heaptrack
-  autoconf automake libtool libltdl-dev  # MVAPICH2's autogen (tests/clients)
+  # MVAPICH2's autogen; Open MPI 1.6.5's wants autoconf 2.69 and flex
+  # (tests/clients/build-mvapich2.sh, build-openmpi.sh)
+  autoconf autoconf2.69 automake libtool libltdl-dev flex
 )
 missing=()
 for p in "${packages[@]}"; do

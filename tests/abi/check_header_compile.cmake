@@ -4,7 +4,7 @@
 # do not have) took part.
 #
 #   cmake -DCOMPILER=<cc> "-DFLAGS=<space separated flags>" -DINCLUDE_DIR=<dir>
-#         -DSOURCE=<file> -DOBJECT=<file> [-DNAME=<test name>]
+#         -DSOURCE=<file> -DOBJECT=<file> [-DNAME=<test name>] [-DSUBDIR=dat]
 #         -P check_header_compile.cmake
 
 foreach(_v COMPILER INCLUDE_DIR SOURCE OBJECT)
@@ -15,8 +15,11 @@ endforeach()
 if(NOT NAME)
   set(NAME "header compile")
 endif()
-if(NOT EXISTS "${INCLUDE_DIR}/dat2")
-  message(FATAL_ERROR "${NAME}: FAILED: ${INCLUDE_DIR}/dat2 does not exist")
+if(NOT SUBDIR)
+  set(SUBDIR dat2)
+endif()
+if(NOT EXISTS "${INCLUDE_DIR}/${SUBDIR}")
+  message(FATAL_ERROR "${NAME}: FAILED: ${INCLUDE_DIR}/${SUBDIR} does not exist")
 endif()
 
 separate_arguments(_flags UNIX_COMMAND "${FLAGS}")
@@ -27,12 +30,12 @@ execute_process(
   ERROR_VARIABLE _err)
 
 # "-H" lists every included file on stderr as "<dots> <path>".
-get_filename_component(_ours "${INCLUDE_DIR}/dat2" REALPATH)
+get_filename_component(_ours "${INCLUDE_DIR}/${SUBDIR}" REALPATH)
 string(REGEX MATCHALL "(^|\n)\\.+ [^\n]*" _included "${_err}")
 set(_foreign "")
 foreach(_line IN LISTS _included)
   string(REGEX REPLACE "^\n?\\.+ " "" _path "${_line}")
-  if(_path MATCHES "(^|/)dat2/[^/]+$")
+  if(_path MATCHES "(^|/)${SUBDIR}/[^/]+$")
     get_filename_component(_real "${_path}" REALPATH)
     string(FIND "${_real}" "${_ours}/" _pos)
     if(NOT _pos EQUAL 0)
@@ -51,8 +54,8 @@ if(_foreign)
   list(REMOVE_DUPLICATES _foreign)
   string(REPLACE ";" "\n  " _foreign "${_foreign}")
   message(NOTICE "${_diag}")
-  message(NOTICE "${NAME}: dat2 headers from outside ${_ours} were used:\n  ${_foreign}")
-  message(FATAL_ERROR "${NAME}: FAILED (foreign dat2 headers)")
+  message(NOTICE "${NAME}: ${SUBDIR} headers from outside ${_ours} were used:\n  ${_foreign}")
+  message(FATAL_ERROR "${NAME}: FAILED (foreign ${SUBDIR} headers)")
 endif()
 if(NOT _rc EQUAL 0)
   message(NOTICE "${_diag}")

@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
-"""ABI conformance test: our dat2 headers versus Debian's libdapl-dev headers.
+"""ABI conformance test: our dat2 headers versus Debian's libdapl-dev headers
+(--api 2.0), or our DAT 1.2 dat/ headers versus illumos's (--api 1.2).
 
     run_abi_test.py --ours <include root containing dat2/> --work <scratch dir>
                     [--oracle /usr/include] [--clang clang] [--cc cc]
+    run_abi_test.py --api 1.2 --ours <root containing dat/> --expected dat12_expected.json ...
+
+With --write-expected FILE the oracle side (model, probe values, macro
+expansions, headers that compile alone) is recorded instead of compared;
+--expected FILE then stands in for --oracle, for an oracle no package
+installs (dat12_oracle.py records illumos's DAT 1.2 headers this way).
 
 1. copies the oracle's dat2/ into <work>/oracle/dat2 (so -I order cannot
    mix the two header sets; every compile runs with -H and fails if a dat2
@@ -87,14 +94,14 @@ class Report:
 
 
 def make_shadow(shadow_root, header_names, label):
-    d = os.path.join(shadow_root, "dat2")
+    d = os.path.join(shadow_root, gen.SUBDIR)
     if os.path.isdir(shadow_root):
         shutil.rmtree(shadow_root)
     os.makedirs(d)
     for h in header_names:
         gen.write(os.path.join(d, h),
-                  '#error "abi test: <dat2/%s> is not provided by the %s include tree"\n'
-                  % (h, label))
+                  '#error "abi test: <%s/%s> is not provided by the %s include tree"\n'
+                  % (gen.SUBDIR, h, label))
     return shadow_root
 
 
@@ -104,7 +111,7 @@ def cc_compile(cc, cc_is_clang, include_root, shadow, src, out, forbidden, label
     cmd += ["-fsyntax-only", src] if syntax_only else [src, "-o", out]
     r = run(cmd)
     probs = gen.check_include_hygiene(gen.included_files_from_H(r.stderr),
-                                      os.path.join(include_root, "dat2"), forbidden, label)
+                                      os.path.join(include_root, gen.SUBDIR), forbidden, label)
     return r, probs
 
 
@@ -168,19 +175,33 @@ def describe_kinds(kinds):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="uDAPL dat2 header ABI conformance test")
-    ap.add_argument("--ours", required=True, help="include root containing our dat2/")
+    ap = argparse.ArgumentParser(description="uDAPL header ABI conformance test")
+    ap.add_argument("--api", default="2.0", choices=["2.0", "1.2"],
+                    help="2.0: dat2/ against libdapl-dev; 1.2: dat/ against illumos's headers")
+    ap.add_argument("--ours", help="include root containing our dat2/ (or dat/)")
     ap.add_argument("--oracle", default="/usr/include",
-                    help="include root containing the reference dat2/ (libdapl-dev)")
+                    help="include root containing the reference headers (libdapl-dev for 2.0)")
+    ap.add_argument("--expected", default=None,
+                    help="use the oracle's facts recorded in this file instead of --oracle")
+    ap.add_argument("--write-expected", default=None,
+                    help="read --oracle, record its facts in this file and stop")
+    ap.add_argument("--origin", default=None,
+                    help="with --write-expected: where the oracle headers came from (recorded)")
     ap.add_argument("--work", required=True, help="scratch directory (build tree)")
     ap.add_argument("--clang", default="clang")
     ap.add_argument("--cc", default="cc", help="C compiler for the probes")
-    ap.add_argument("--accept", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                     "accepted_differences.txt"),
-                    help="file of accepted (deliberate) differences; '' for none")
+    ap.add_argument("--accept", default=None,
+                    help="file of accepted (deliberate) differences; '' for none "
+                         "(default: accepted_differences.txt for 2.0, "
+                         "accepted_differences_dat12.txt for 1.2)")
     ap.add_argument("--cxx", default=None,
                     help="C++ compiler: also check that every function has C language linkage")
     a = ap.parse_args(argv)
+    gen.use_api(a.api)
+    if a.accept is None:
+        a.accept = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "accepted_differences.txt" if a.api == "2.0"
+                                else "accepted_differences_dat12.txt")
 
     try:
         rep = Report(load_accepted(a.accept))
@@ -198,57 +219,175 @@ def main(argv=None):
     return result
 
 
+def linkage_tu(incs, names):
+    head = gen.tu_text(incs)
+    lineno = head.count("\n")
+    lines = []
+    lmap = {}
+    for n in names:
+        lines.append('extern "C" decltype(%s) %s;' % (n, n))
+        lineno += 1
+        lmap[lineno] = n
+    return head + "\n".join(lines) + "\n", lmap
+
+
+def linkage_compile(cxx, root, shadow, forbid, label, text, gdir):
+    src = os.path.join(gdir, "linkage_%s.cpp" % label)
+    gen.write(src, text)
+    r = run([cxx, "-std=c++17", "-w", "-H", "-I", root, "-I", shadow, "-fsyntax-only", src])
+    probs = gen.check_include_hygiene(gen.included_files_from_H(r.stderr),
+                                      os.path.join(root, gen.SUBDIR), forbid, label + " C++")
+    if probs:
+        raise Fail("\n".join(probs))
+    return r, src
+
+
+def oracle_side(a, clang, cc, cxx, work, gdir, forbid_extra):
+    """Everything the comparison needs from the oracle headers: their model,
+    the generated facts, the probe's output, the expansion of every macro
+    that is not a constant, which headers compile on their own. Also checks
+    that the generated probe, prototype TU and C++ TU compile against the
+    oracle itself."""
+    oracle_sub = os.path.join(a.oracle, gen.SUBDIR)
+    if not os.path.isfile(os.path.join(oracle_sub, "udat.h")):
+        if a.api == "2.0":
+            raise Fail("oracle headers not found: %s does not exist. libdapl-dev is not installed "
+                       "(apt-get install libdapl-dev); the ABI test needs it as its reference."
+                       % os.path.join(oracle_sub, "udat.h"))
+        raise Fail("oracle headers not found: %s does not exist" % os.path.join(oracle_sub, "udat.h"))
+    oracle_root = os.path.join(work, "oracle")
+    if os.path.isdir(oracle_root):
+        shutil.rmtree(oracle_root)
+    shutil.copytree(oracle_sub, os.path.join(oracle_root, gen.SUBDIR), symlinks=False)
+    headers = gen.header_files(os.path.join(oracle_root, gen.SUBDIR))
+    shadow_o = make_shadow(os.path.join(work, "shadow_oracle"), headers, "oracle copy")
+    forbid_oracle = [gen.realpath(oracle_sub)] + forbid_extra
+    otree, omodel, facts = gen.generate(clang, oracle_root, gdir, shadow_o, forbid_oracle)
+    includes = omodel["includes"]
+    cc_clang = is_clang(cc)
+
+    probe, _, compat, _ = gen.render(omodel, facts, includes)
+    probe_o = os.path.join(gdir, "probe_oracle.c")
+    gen.write(probe_o, probe)
+    r, probs = cc_compile(cc, cc_clang, oracle_root, shadow_o, probe_o,
+                          os.path.join(gdir, "probe_oracle"), forbid_oracle, "oracle probe")
+    if probs:
+        raise Fail("\n".join(probs))
+    if r.returncode != 0:
+        raise Fail("generated probe does not compile against the oracle itself "
+                   "(generator bug):\n%s" % gen.diagnostics_only(r.stderr))
+    oout, otext = run_probe(os.path.join(gdir, "probe_oracle"), "oracle")
+    gen.write(os.path.join(gdir, "out_oracle.txt"), otext)
+
+    compat_o = os.path.join(gdir, "compat_oracle.c")
+    gen.write(compat_o, compat)
+    r, probs = cc_compile(cc, cc_clang, oracle_root, shadow_o, compat_o, None, forbid_oracle,
+                          "oracle compat", syntax_only=True)
+    if probs:
+        raise Fail("\n".join(probs))
+    if r.returncode != 0:
+        raise Fail("generated prototype/type TU does not compile against the oracle itself "
+                   "(generator bug):\n%s" % gen.diagnostics_only(r.stderr))
+
+    invocations = {name: gen.macro_invocation(name, d["params"])
+                   for name, d in omodel["macros"].items() if d["class"] in ("text", "function")}
+    oexp = gen.expand_macros(clang, otree, shadow_o, includes, invocations, gdir)
+
+    if cxx:
+        ext = sorted(n for n, f in omodel["functions"].items() if f["storage"] != "static")
+        text, _ = linkage_tu(includes, ext)
+        r, _ = linkage_compile(cxx, oracle_root, shadow_o, forbid_oracle, "oracle", text, gdir)
+        if r.returncode != 0:
+            raise Fail("C++ linkage TU does not compile against the oracle (generator bug):\n%s"
+                       % gen.diagnostics_only(r.stderr))
+
+    # The facts are made again from the model (gen.make_facts), so the
+    # model is recorded instead of the generated code.
+    model = {k: v for k, v in omodel.items() if k not in ("all_macros", "record_files")}
+    model["macros"] = {n: {k: v for k, v in d.items() if k != "file"}
+                       for n, d in omodel["macros"].items()}
+    return {
+        "api": a.api,
+        "headers": headers,
+        "model": model,
+        "probe": oout,
+        "expansions": {n: [invocations[n], oexp.get(n)] for n in sorted(invocations)},
+        "standalone": gen.standalone_headers(clang, otree, shadow_o, gdir),
+        "origin": a.origin or os.path.abspath(oracle_sub),
+    }
+
+
 def compare(a, rep):
     clang = which(a.clang)
     if not clang:
-        raise Fail("clang not found (%r); it is required to read the oracle headers "
+        raise Fail("clang not found (%r); it is required to read the headers "
                    "(apt-get install clang)" % a.clang)
     cc = which(a.cc)
     if not cc:
         raise Fail("C compiler not found: %r" % a.cc)
-    oracle_dat2 = os.path.join(a.oracle, "dat2")
-    if not os.path.isfile(os.path.join(oracle_dat2, "udat.h")):
-        raise Fail("oracle headers not found: %s does not exist. libdapl-dev is not installed "
-                   "(apt-get install libdapl-dev); the ABI test needs it as its reference."
-                   % os.path.join(oracle_dat2, "udat.h"))
-    ours_root = os.path.abspath(a.ours)
-    ours_dat2 = os.path.join(ours_root, "dat2")
-    if not os.path.isdir(ours_dat2):
-        raise Fail("our headers not found: %s is not a directory" % ours_dat2)
-    if gen.realpath(ours_dat2) == gen.realpath(oracle_dat2):
-        raise Fail("the include tree under test is the oracle itself (%s)" % ours_dat2)
-
+    cxx = None
+    if a.cxx:
+        cxx = which(a.cxx)
+        if not cxx:
+            raise Fail("C++ compiler not found: %r" % a.cxx)
     work = os.path.abspath(a.work)
     os.makedirs(work, exist_ok=True)
-    oracle_root = os.path.join(work, "oracle")
-    if os.path.isdir(oracle_root):
-        shutil.rmtree(oracle_root)
-    shutil.copytree(oracle_dat2, os.path.join(oracle_root, "dat2"), symlinks=False)
-    oracle_headers = gen.header_files(os.path.join(oracle_root, "dat2"))
-    shadow_o = make_shadow(os.path.join(work, "shadow_oracle"), oracle_headers, "oracle copy")
-    shadow_u = make_shadow(os.path.join(work, "shadow_ours"), oracle_headers, "tested")
-
-    forbid_oracle = [gen.realpath(oracle_dat2), gen.realpath(ours_root)]
-    forbid_ours = [gen.realpath(oracle_dat2), gen.realpath(oracle_root)]
     gdir = os.path.join(work, "gen")
     if os.path.isdir(gdir):
         shutil.rmtree(gdir)
-    otree, omodel, facts = gen.generate(clang, oracle_root, gdir, shadow_o, forbid_oracle)
+    os.makedirs(gdir)
+
+    if a.write_expected:
+        O = oracle_side(a, clang, cc, cxx, work, gdir, [])
+        with open(a.write_expected, "w") as f:
+            json.dump(O, f, indent=0, sort_keys=True)
+            f.write("\n")
+        print("abi: %d facts of %s recorded in %s" % (len(gen.make_facts(O["model"]).items),
+                                                      O["origin"], a.write_expected))
+        return 0
+
+    if not a.ours:
+        raise Fail("--ours is required")
+    ours_root = os.path.abspath(a.ours)
+    ours_sub = os.path.join(ours_root, gen.SUBDIR)
+    if not os.path.isdir(ours_sub):
+        raise Fail("our headers not found: %s is not a directory" % ours_sub)
+    if a.expected:
+        with open(a.expected) as f:
+            O = json.load(f)
+        if O.get("api") != a.api:
+            raise Fail("%s records DAT %s facts, not %s" % (a.expected, O.get("api"), a.api))
+        forbid_ours = []
+        rep.say("abi: oracle facts recorded in %s (from %s%s)" % (
+            a.expected, O["origin"],
+            "" if not O["model"]["skipped_headers"] else
+            "; skipped (not user-space): " + ", ".join(sorted(O["model"]["skipped_headers"]))))
+    else:
+        oracle_sub = os.path.join(a.oracle, gen.SUBDIR)
+        if gen.realpath(ours_sub) == gen.realpath(oracle_sub):
+            raise Fail("the include tree under test is the oracle itself (%s)" % ours_sub)
+        O = oracle_side(a, clang, cc, cxx, work, gdir, [gen.realpath(ours_root)])
+        forbid_ours = [gen.realpath(oracle_sub), gen.realpath(os.path.join(work, "oracle"))]
+        rep.say("abi: oracle %s (copied to %s); headers %s%s" % (
+            oracle_sub, os.path.join(work, "oracle"), ", ".join(O["model"]["includes"]),
+            "" if not O["model"]["skipped_headers"] else
+            "; skipped (not user-space): " + ", ".join(sorted(O["model"]["skipped_headers"]))))
+    rep.say("abi: under test %s" % ours_sub)
+    omodel = O["model"]
     includes = omodel["includes"]
-    rep.say("abi: oracle %s (copied to %s); headers %s%s" % (
-        oracle_dat2, oracle_root, ", ".join(includes),
-        "" if not omodel["skipped_headers"] else
-        "; skipped (not user-space): " + ", ".join(sorted(omodel["skipped_headers"]))))
-    rep.say("abi: under test %s" % ours_dat2)
+    oracle_headers = O["headers"]
+    facts = gen.make_facts(omodel)
+    shadow_u = make_shadow(os.path.join(work, "shadow_ours"), oracle_headers, "tested")
+    sub = gen.SUBDIR
 
     # ---------------------------------------------------------------- names
-    ours_headers = set(gen.header_files(ours_dat2))
-    missing_headers = [h for h in oracle_headers if h not in ours_headers]
-    for h in missing_headers:
-        rep.diff("names", "missing header dat2/%s" % h, "header dat2/%s" % h)
+    ours_headers = set(gen.header_files(ours_sub))
+    for h in oracle_headers:
+        if h not in ours_headers:
+            rep.diff("names", "missing header %s/%s" % (sub, h), "header %s/%s" % (sub, h))
     ours_includes = [h for h in includes if h in ours_headers]
     if not ours_includes:
-        raise Fail("none of the oracle's headers (%s) exist in %s" % (", ".join(includes), ours_dat2))
+        raise Fail("none of the oracle's headers (%s) exist in %s" % (", ".join(includes), ours_sub))
     utree = gen.Tree(ours_root, "ours")
     umodel = gen.build_model(clang, utree, ours_includes, shadow_u, forbid_ours, gdir)
 
@@ -287,20 +426,8 @@ def compare(a, rep):
 
     # ---------------------------------------------------------------- probe
     cc_clang = is_clang(cc)
-    probe_o = os.path.join(gdir, "probe_oracle.c")
     probe_u = os.path.join(gdir, "probe_ours.c")
-    probe, pmap, compat, cmap = gen.render(omodel, facts, includes)
-    gen.write(probe_o, probe)
-    r, probs = cc_compile(cc, cc_clang, oracle_root, shadow_o, probe_o,
-                          os.path.join(gdir, "probe_oracle"), forbid_oracle, "oracle probe")
-    if probs:
-        raise Fail("\n".join(probs))
-    if r.returncode != 0:
-        raise Fail("generated probe does not compile against the oracle itself "
-                   "(generator bug):\n%s" % gen.diagnostics_only(r.stderr))
-    oout, otext = run_probe(os.path.join(gdir, "probe_oracle"), "oracle")
-    gen.write(os.path.join(gdir, "out_oracle.txt"), otext)
-
+    oout = O["probe"]
     failed = compile_with_pruning(cc, cc_clang, omodel, facts, ours_includes, ours_root,
                                   shadow_u, forbid_ours, probe_u,
                                   os.path.join(gdir, "probe_ours"), skip, "our probe")
@@ -316,15 +443,6 @@ def compare(a, rep):
             rep.diff("value", "%s: oracle %s, ours %s" % (k, oout[k], uout[k]), k)
 
     # ---------------------------------------------------------------- compat
-    compat_o = os.path.join(gdir, "compat_oracle.c")
-    gen.write(compat_o, compat)
-    r, probs = cc_compile(cc, cc_clang, oracle_root, shadow_o, compat_o, None, forbid_oracle,
-                          "oracle compat", syntax_only=True)
-    if probs:
-        raise Fail("\n".join(probs))
-    if r.returncode != 0:
-        raise Fail("generated prototype/type TU does not compile against the oracle itself "
-                   "(generator bug):\n%s" % gen.diagnostics_only(r.stderr))
     _, _, compat_u, cmap_u = gen.render(omodel, facts, ours_includes, skip)
     compat_up = os.path.join(gdir, "compat_ours.c")
     gen.write(compat_up, compat_u)
@@ -367,13 +485,13 @@ def compare(a, rep):
             rep.diff("macro", "macro %s is object-like in the oracle, function-like in ours" % name,
                      "macro " + name)
             continue
-        to_expand[name] = gen.macro_invocation(name, d["params"])
-    oexp = gen.expand_macros(clang, otree, shadow_o, includes, to_expand, gdir)
+        to_expand[name] = O["expansions"][name][0]
     uexp = gen.expand_macros(clang, utree, shadow_u, ours_includes, to_expand, gdir)
     for name in sorted(to_expand):
-        if oexp.get(name) != uexp.get(name):
+        oexp = O["expansions"][name][1]
+        if oexp != uexp.get(name):
             rep.diff("macro", "macro %s: %s expands to `%s` in the oracle, to `%s` in ours"
-                     % (name, to_expand[name], oexp.get(name), uexp.get(name)), "macro " + name)
+                     % (name, to_expand[name], oexp, uexp.get(name)), "macro " + name)
 
     # ---------------------------------------------------------------- functions: linkage
     for name in sorted(omodel["functions"]):
@@ -391,40 +509,11 @@ def compare(a, rep):
 
     # ---------------------------------------------------------------- C++ language linkage
     n_linkage = 0
-    if a.cxx:
-        cxx = which(a.cxx)
-        if not cxx:
-            raise Fail("C++ compiler not found: %r" % a.cxx)
+    if cxx:
         ext = sorted(n for n, f in omodel["functions"].items() if f["storage"] != "static")
-
-        def linkage_tu(incs, names):
-            head = gen.tu_text(incs)
-            lineno = head.count("\n")
-            lines = []
-            lmap = {}
-            for n in names:
-                lines.append('extern "C" decltype(%s) %s;' % (n, n))
-                lineno += 1
-                lmap[lineno] = n
-            return head + "\n".join(lines) + "\n", lmap
-
-        for label, root, shadow, incs, names, forbid in (
-                ("oracle", oracle_root, shadow_o, includes, ext, forbid_oracle),
-                ("ours", ours_root, shadow_u, ours_includes,
-                 [n for n in ext if n in umodel["functions"]], forbid_ours)):
-            text, lmap = linkage_tu(incs, names)
-            src = os.path.join(gdir, "linkage_%s.cpp" % label)
-            gen.write(src, text)
-            r = run([cxx, "-std=c++17", "-w", "-H", "-I", root, "-I", shadow, "-fsyntax-only", src])
-            probs = gen.check_include_hygiene(gen.included_files_from_H(r.stderr),
-                                              os.path.join(root, "dat2"), forbid, label + " C++")
-            if probs:
-                raise Fail("\n".join(probs))
-            if r.returncode == 0:
-                continue
-            if label == "oracle":
-                raise Fail("C++ linkage TU does not compile against the oracle (generator bug):\n%s"
-                           % gen.diagnostics_only(r.stderr))
+        text, lmap = linkage_tu(ours_includes, [n for n in ext if n in umodel["functions"]])
+        r, src = linkage_compile(cxx, ours_root, shadow_u, forbid_ours, "ours", text, gdir)
+        if r.returncode != 0:
             per_fact, unattributed = gen.attribute_errors(r.stderr, src, lmap)
             if unattributed:
                 raise Fail("our headers do not compile as C++17:\n%s" % "\n".join(unattributed[:40]))
@@ -434,12 +523,12 @@ def compare(a, rep):
         n_linkage = len(ext)
 
     # ---------------------------------------------------------------- standalone headers
-    so = gen.standalone_headers(clang, otree, shadow_o, gdir)
+    so = O["standalone"]
     su = gen.standalone_headers(clang, utree, shadow_u, gdir)
     for h in sorted(so):
         if so[h] and h in su and not su[h]:
-            rep.diff("header", "dat2/%s compiles on its own in the oracle but not in ours" % h,
-                     "standalone dat2/%s" % h)
+            rep.diff("header", "%s/%s compiles on its own in the oracle but not in ours" % (sub, h),
+                     "standalone %s/%s" % (sub, h))
 
     # ---------------------------------------------------------------- summary
     c = facts.counts

@@ -54,6 +54,20 @@ clean PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" sh -c \
     >"$tmp/cc.log" 2>&1 || { cat "$tmp/cc.log"; bad "cc with pkg-config"; }
 clean "$tmp/hello_pc" >"$tmp/run" 2>&1
 has "the pkg-config program opens ofi-tcp" "$tmp/run" "^ofi-tcp: adapter ofi-tcp, vendor libfabric tcp, provider ofi-tcp ${version%.*}, DAT API 2.0$"
+# A DAT 1.2 program (written from the seed pages' synopses) built with
+# pkg-config dat: libdat.so.1 from the prefix, and through it the prefix's
+# libdat2, not the system's.
+readelf -d "$prefix/$libdir/libdat.so.1" >"$tmp/dyn12"
+has "libdat.so.1 has soname libdat.so.1" "$tmp/dyn12" "SONAME.*\[libdat\.so\.1\]"
+has "libdat.so.1 finds the libdat2 beside it (RUNPATH \$ORIGIN)" "$tmp/dyn12" "RUNPATH.*\[\\\$ORIGIN\]"
+clean PKG_CONFIG_PATH="$prefix/$libdir/pkgconfig" sh -c \
+    'cc -o "$1/synopsis_pc" "$2/tests/dat12/synopsis.c" $(pkg-config --cflags --libs dat)' sh "$tmp" "$src" \
+    >"$tmp/cc12.log" 2>&1 || { cat "$tmp/cc12.log"; bad "cc with pkg-config dat"; }
+clean ldd "$tmp/synopsis_pc" >"$tmp/ldd12"
+has "the DAT 1.2 program loads the prefix's libdat.so.1" "$tmp/ldd12" "libdat.so.1 => $prefix/$libdir/libdat.so.1"
+has "and through it the prefix's libdat2.so.2" "$tmp/ldd12" "libdat2.so.2 => $prefix/$libdir/libdat2.so.2"
+clean "$tmp/synopsis_pc" ofi-tcp >"$tmp/run12" 2>&1
+has "the DAT 1.2 program's calls on ofi-tcp are as the pages say" "$tmp/run12" "^synopsis: all [0-9]+ calls as the pages say$"
 # And one built with find_package(dat2).
 clean cmake -S "$src/examples" -B "$tmp/hello_cmake" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/cmake.log" 2>&1 \
     && clean cmake --build "$tmp/hello_cmake" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; bad "find_package(dat2) build"; }

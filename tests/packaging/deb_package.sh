@@ -31,7 +31,7 @@ start=$(date +%s)
     || { tail -40 "$tmp/build.log"; echo "FAIL: dpkg-buildpackage"; exit 1; }
 echo "package build: $(( $(date +%s) - start )) s"
 
-for pkg in libdat2-2 libdat2-dev dat2-tools; do
+for pkg in libdat2-2 libdat2-dev dat2-tools libdat1 libdat-dev; do
     deb=$tmp/${pkg}_${version}_${arch}.deb
     [ -f "$deb" ] || { bad "$pkg: no $deb"; continue; }
     dpkg-deb -c "$deb" | awk '{ print $6 }' | sed 's|^\./|/|; s|/$||' | grep -v '^$' | sort >"$tmp/$pkg.got"
@@ -65,7 +65,7 @@ w=$1 version=$2 arch=$3 multiarch=$4
 mkdir -p "$w/upper" "$w/work" "$w/root"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$w/upper,workdir=$w/work" "$w/root" || exit 77
 mount --bind /proc "$w/root/proc" && mount --bind /dev "$w/root/dev" && mount -t tmpfs tmpfs "$w/root/tmp" || exit 77
-cp "$w"/../*.deb "$w/../check.sh" "$w/root/tmp/"
+cp "$w"/../*.deb "$w/../check.sh" "$w/../synopsis.c" "$w/root/tmp/"
 chroot "$w/root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin bash /tmp/check.sh "$version" "$arch" "$multiarch"
 INNER
 cat >"$tmp/check.sh" <<'CHECK'
@@ -77,8 +77,9 @@ ok() { echo "ok: $*"; }
 bad() { echo "FAIL: $*"; fail=1; }
 ofed_before=$(md5sum "$lib/libdat2.so.2" 2>/dev/null | cut -d' ' -f1)
 dpkg -r libdapl-dev >/dev/null 2>&1   # libdat2-dev replaces it
-dpkg -i /tmp/libdat2-2_${version}_${arch}.deb /tmp/libdat2-dev_${version}_${arch}.deb /tmp/dat2-tools_${version}_${arch}.deb >/tmp/dpkg.log 2>&1 \
-    && ok "dpkg -i of the three packages" || { bad "dpkg -i:"; cat /tmp/dpkg.log; }
+dpkg -i /tmp/libdat2-2_${version}_${arch}.deb /tmp/libdat2-dev_${version}_${arch}.deb /tmp/dat2-tools_${version}_${arch}.deb \
+    /tmp/libdat1_${version}_${arch}.deb /tmp/libdat-dev_${version}_${arch}.deb >/tmp/dpkg.log 2>&1 \
+    && ok "dpkg -i of the five packages" || { bad "dpkg -i:"; cat /tmp/dpkg.log; }
 if [ -n "$ofed_before" ]; then
     dpkg-divert --list | grep -q "diversion of $lib/libdat2.so.2.0.0 to $lib/libdat2-ofed/libdat2.so.2.0.0 by libdat2-2" \
         && ok "libdapl2's libdat2.so.2.0.0 is diverted" || bad "no diversion"
@@ -99,14 +100,21 @@ fi
 printf '#include <dat2/udat.h>\n#include <stdio.h>\nint main(void){DAT_IA_HANDLE ia; DAT_EVD_HANDLE e = DAT_HANDLE_NULL; DAT_RETURN r = dat_ia_open("ofi-tcp", 8, &e, &ia); printf("open %%s\\n", r == DAT_SUCCESS ? "ok" : "failed"); return r != DAT_SUCCESS;}\n' >/tmp/p.c
 cc -o /tmp/p /tmp/p.c $(pkg-config --cflags --libs dat2) && /tmp/p | grep -q "open ok" \
     && ok "a program built with pkg-config opens ofi-tcp" || bad "pkg-config program"
+# A DAT 1.2 program (the seed pages' synopses) as its pages build it, and
+# with pkg-config dat: libdat.so.1 over the packaged libdat2 and ofi-tcp.
+cc -o /tmp/s /tmp/synopsis.c -ldat && /tmp/s ofi-tcp | grep -qE "^synopsis: all [0-9]+ calls as the pages say$" \
+    && ok "a DAT 1.2 program built with cc ... -ldat runs on ofi-tcp" || { bad "DAT 1.2 program:"; /tmp/s ofi-tcp; }
+# (pkg-config ends its output with a space.)
+pkg-config --libs dat | grep -qxE -- '-ldat *' && ok "pkg-config --libs dat is -ldat" || bad "pkg-config dat: '$(pkg-config --libs dat)'"
 man -w dat.conf 2>/dev/null | grep -q "man5/dat.conf.5" && ok "dat.conf(5) is dat2's" || true
-dpkg -P dat2-tools libdat2-dev libdat2-2 >/tmp/dpkg.log 2>&1 && ok "dpkg -P of the three packages" || { bad "dpkg -P:"; cat /tmp/dpkg.log; }
+dpkg -P libdat-dev libdat1 dat2-tools libdat2-dev libdat2-2 >/tmp/dpkg.log 2>&1 && ok "dpkg -P of the five packages" || { bad "dpkg -P:"; cat /tmp/dpkg.log; }
 if [ -n "$ofed_before" ]; then
     [ "$(md5sum "$lib/libdat2.so.2" | cut -d' ' -f1)" = "$ofed_before" ] && ok "OFED's libdat2.so.2 is back" || bad "OFED's library not restored"
     dpkg-divert --list | grep -q libdat2-2 && bad "diversions left behind" || ok "no diversion left"
 fi
 exit $fail
 CHECK
+cp "$src/tests/dat12/synopsis.c" "$tmp/"
 mkdir "$tmp/ovl"
 unshare --mount --propagation private bash "$tmp/in_overlay.sh" "$tmp/ovl" "$version" "$arch" "$multiarch"
 case $? in

@@ -1,0 +1,112 @@
+#!/bin/bash
+# Open MPI 1.6.5 (../shared/clients), its udapl BTL unmodified, built against
+# our include/dat and libdat.so.1 (a DAT 1.2 consumer) once per machine by
+# build-openmpi.sh (cached outside the clone by content hash); then, with 2
+# ranks on this host, judged by their output:
+#   ring_c                   over btl udapl: every rank reports its exit
+#   osu_latency, osu_bw      over btl udapl, then over Open MPI's own tcp
+#                            BTL on loopback in the same run: every size
+#                            row in order, each figure finite and above 0
+# and a table of udapl/tcp ratios (latency: udapl over tcp, lower is
+# better; bandwidth: udapl over tcp, higher is better).
+#
+#   openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name]
+#
+# The IA comes from <lib dir>/dat.conf (the build's generated one;
+# DAT_OVERRIDE), ofi-tcp unless named. Each run has a time limit
+# (DAT2_MPI_TIMEOUT seconds, 900). Exit 0 when every check passed.
+# DAT2_OPENMPI_PREFIX names an Open MPI 1.6.5 built the same way elsewhere
+# (its tests/ holding ring_c, osu_latency and osu_bw) instead of the cache.
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+libdir=$(cd "${1:?usage: openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name]}" && pwd) || exit 1
+ia=${2:-ofi-tcp}
+limit=${DAT2_MPI_TIMEOUT:-900}
+out=$(mktemp -d "${TMPDIR:-/tmp}/openmpi-udapl.XXXXXX")
+fail=0
+ok() { echo "PASS: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+prefix=${DAT2_OPENMPI_PREFIX:-$(bash "$here/build-openmpi.sh" "$libdir" | tail -n 1)}
+[ -e "$prefix/.complete" ] || { echo "FAIL: Open MPI build (build-openmpi.sh)"; exit 1; }
+[ -r "$libdir/dat.conf" ] || { echo "FAIL: no $libdir/dat.conf (build the project first)"; exit 1; }
+export LD_LIBRARY_PATH=$libdir DAT_OVERRIDE=$libdir/dat.conf PATH=$prefix/bin:$PATH
+
+# libmpi (the BTL is in it: --disable-dlopen) loads this build's libdat.so.1.
+ldd "$prefix/lib/libmpi.so" >"$out/ldd"
+grep -q "libdat.so.1 => $libdir/libdat.so.1" "$out/ldd" && ok "libmpi loads $libdir/libdat.so.1" \
+    || { bad "libmpi does not load our libdat.so.1:"; cat "$out/ldd"; }
+
+udapl=(--mca btl udapl,self --mca btl_udapl_if_include "$ia")
+tcp=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+# run NAME BTL-ARGS... -- PROGRAM: mpirun with 2 ranks, output kept in $out/NAME.
+run() {
+    local name=$1; shift
+    local args=() t0=$(date +%s%N) rc
+    while [ "$1" != -- ]; do args+=("$1"); shift; done; shift
+    echo "+ mpirun -np 2 ${args[*]} $*"
+    timeout -k 10 "$limit" "$prefix/bin/mpirun" -np 2 "${args[@]}" "$@" >"$out/$name" 2>&1
+    rc=$?
+    cat "$out/$name"
+    echo "($name: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms)"
+    return $rc
+}
+# clean NAME: no line an MPI prints when something went wrong.
+clean() { ! grep -qiE 'error|warning|abort|segmentation|signal|unable|not reachable' "$out/$1"; }
+
+if run ring_c "${udapl[@]}" -- "$prefix/tests/ring_c" && clean ring_c &&
+    grep -q '^Process 0 exiting$' "$out/ring_c" && grep -q '^Process 1 exiting$' "$out/ring_c"; then
+    ok "ring_c over udapl ($ia): both ranks exit"
+else
+    bad "ring_c over udapl ($ia)"
+fi
+
+# judge FILE FIRST: an OSU table with every size from FIRST to 4 MiB,
+# doubling, in order, each figure finite and above 0 (osu_bw prints two
+# decimals: a small size may read 0.00 MB/s; the largest must not).
+judge() {
+    python3 - "$out/$1" "$2" <<'PY'
+import math, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and l[0].isdigit()]
+want = ([0] if sys.argv[2] == "0" else []) + [1 << i for i in range(23)]
+sizes = [int(r[0]) for r in rows]
+assert sizes == want, f"sizes {sizes}"
+vals = [float(r[1]) for r in rows]
+assert all(math.isfinite(v) and v >= 0 for v in vals), vals
+assert vals[-1] > 0 and (sys.argv[2] == "1" or all(v > 0 for v in vals)), vals
+PY
+}
+for prog in osu_latency osu_bw; do
+    first=0; [ $prog = osu_bw ] && first=1
+    for btl in udapl tcp; do
+        declare -n args=$btl
+        if run "$prog.$btl" "${args[@]}" -- "$prefix/tests/$prog" && clean "$prog.$btl" && judge "$prog.$btl" $first; then
+            ok "$prog over $btl: every size, figures finite and above 0"
+        else
+            bad "$prog over $btl"
+        fi
+        unset -n args
+    done
+done
+
+# The ratios, size by size (udapl / tcp).
+python3 - "$out" <<'PY'
+import sys
+def table(path):
+    try:
+        return {int(l.split()[0]): float(l.split()[1]) for l in open(path) if l.strip() and l[0].isdigit()}
+    except OSError:
+        return {}
+d = sys.argv[1]
+lat_u, lat_t = table(d + "/osu_latency.udapl"), table(d + "/osu_latency.tcp")
+bw_u, bw_t = table(d + "/osu_bw.udapl"), table(d + "/osu_bw.tcp")
+print("# size   lat udapl us   lat tcp us   ratio  |  bw udapl MB/s   bw tcp MB/s   ratio")
+for s in sorted(set(lat_u) | set(bw_u)):
+    def r(a, b):
+        return f"{a[s] / b[s]:6.2f}" if s in a and s in b and b[s] > 0 else "     -"
+    def v(a):
+        return f"{a[s]:12.2f}" if s in a else "           -"
+    print(f"{s:7d} {v(lat_u)} {v(lat_t)} {r(lat_u, lat_t)}  | {v(bw_u)} {v(bw_t)} {r(bw_u, bw_t)}")
+PY
+echo "openmpi-1.6.5 udapl: $([ $fail = 0 ] && echo passed || echo failed) (outputs in $out; load average $(cut -d' ' -f1-3 /proc/loadavg))"
+exit $fail
