@@ -53,8 +53,7 @@ constexpr Name kPrefixNames[] = {
     {"none", 0}, {"pid", kPid}, {"tid", kTid}, {"time", kTime}, {"all", kPid | kTid | kTime},
 };
 
-bool lookup(const Name *table, std::size_t n, const std::string &word, unsigned *bits)
-{
+bool lookup(const Name *table, std::size_t n, const std::string &word, unsigned *bits) {
     for (std::size_t i = 0; i < n; ++i)
         if (word == table[i].name) {
             *bits = table[i].bits;
@@ -67,8 +66,7 @@ bool lookup(const Name *table, std::size_t n, const std::string &word, unsigned 
 // by ',', '|' or '+'. Anything else keeps the fallback, and says so.
 template <std::size_t N>
 unsigned parse_words(const char *variable, const char *s, const Name (&table)[N], unsigned fallback,
-                     bool numbers) noexcept
-{
+                     bool numbers) noexcept {
     if (!s || !*s)
         return fallback;
     if (numbers && std::isdigit(static_cast<unsigned char>(*s))) {
@@ -107,8 +105,7 @@ unsigned parse_words(const char *variable, const char *s, const Name (&table)[N]
     return fallback;
 }
 
-const Config &config() noexcept
-{
+const Config &config() noexcept {
     static const Config cfg = [] {
         Config c;
         c.types = parse_words("DAT_DBG_TYPE", tunable_value("DAT_DBG_TYPE"), kTypeNames, kError, true);
@@ -124,8 +121,7 @@ const Config &config() noexcept
 }
 
 // "dat2: ", or with DAT_DBG_PREFIX "dat2[2024-05-01 12:00:00.123456 pid 42 tid 43]: ".
-std::string prefix_text(unsigned prefix)
-{
+std::string prefix_text(unsigned prefix) {
     std::string p = "dat2";
     if (prefix == 0)
         return p + ": ";
@@ -145,8 +141,7 @@ std::string prefix_text(unsigned prefix)
         p += buf;
     }
     if (prefix & kTid) {
-        std::snprintf(buf, sizeof buf, "%stid %ld", p.size() > 5 ? " " : "",
-                      static_cast<long>(::syscall(SYS_gettid)));
+        std::snprintf(buf, sizeof buf, "%stid %ld", p.size() > 5 ? " " : "", static_cast<long>(::syscall(SYS_gettid)));
         p += buf;
     }
     return p + "]: ";
@@ -158,8 +153,7 @@ bool enabled(unsigned type) noexcept { return (config().types & type) != 0; }
 unsigned type_mask() noexcept { return config().types; }
 unsigned dest_mask() noexcept { return config().dests; }
 
-void vwrite(unsigned type, const char *fmt, va_list ap) noexcept
-{
+void vwrite(unsigned type, const char *fmt, va_list ap) noexcept {
     const Config &c = config();
     if (!(c.types & type))
         return;
@@ -200,8 +194,7 @@ void vwrite(unsigned type, const char *fmt, va_list ap) noexcept
     va_end(again);
 }
 
-void write(unsigned type, const char *fmt, ...) noexcept
-{
+void write(unsigned type, const char *fmt, ...) noexcept {
     va_list ap;
     va_start(ap, fmt);
     vwrite(type, fmt, ap);

@@ -9,7 +9,7 @@ namespace dat2::log {
 
 // Bits of DAT_DBG_TYPE, with the values OFED's registry gives them.
 enum Type : unsigned {
-    kError = 0x01,           // always on unless DAT_DBG_TYPE clears it
+    kError = 0x01, // always on unless DAT_DBG_TYPE clears it
     kGeneric = 0x02,
     kStaticRegistry = 0x04,
     kDynamicRegistry = 0x08,
@@ -32,9 +32,9 @@ unsigned dest_mask() noexcept;
 
 } // namespace dat2::log
 
-#define DAT2_LOG(type, ...)                                                                        \
-    do {                                                                                           \
-        if (::dat2::log::enabled(type))                                                            \
-            ::dat2::log::write((type), __VA_ARGS__);                                               \
+#define DAT2_LOG(type, ...)                                                                                            \
+    do {                                                                                                               \
+        if (::dat2::log::enabled(type))                                                                                \
+            ::dat2::log::write((type), __VA_ARGS__);                                                                   \
     } while (0)
 #define DAT2_ERR(...) DAT2_LOG(::dat2::log::kError, __VA_ARGS__)

@@ -8,16 +8,14 @@ namespace dat2 {
 
 namespace {
 
-std::string lower(std::string s)
-{
+std::string lower(std::string s) {
     for (char &c : s)
         c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
 
 // Optimal string alignment distance (Levenshtein plus adjacent swaps).
-std::size_t distance(const std::string &a, const std::string &b)
-{
+std::size_t distance(const std::string &a, const std::string &b) {
     const std::size_t n = a.size(), m = b.size();
     std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
     for (std::size_t i = 0; i <= n; ++i)
@@ -36,8 +34,7 @@ std::size_t distance(const std::string &a, const std::string &b)
 
 } // namespace
 
-std::string closest_name(const std::string &name, const std::vector<std::string> &known)
-{
+std::string closest_name(const std::string &name, const std::vector<std::string> &known) {
     if (name.empty())
         return "";
     const std::string typed = lower(name);

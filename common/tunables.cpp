@@ -18,8 +18,7 @@ const Tunable kTunables[] = {
      "registry, 0x10 provider API, 0x20 consumer API, 0xff all) or names joined by ',': warn "
      "(errors), info (errors and the registries), debug (all), none, or the classes error, "
      "generic, static, dynamic, registry, provider, consumer."},
-    {"DAT_DBG_DEST", "stderr",
-     "Where log lines go: unset = stderr, 1 = stdout, 2 = syslog, 3 = stdout and syslog."},
+    {"DAT_DBG_DEST", "stderr", "Where log lines go: unset = stderr, 1 = stdout, 2 = syslog, 3 = stdout and syslog."},
     {"DAT_DBG_PREFIX", "none",
      "What each log line starts with besides 'dat2': names joined by ',' of pid, tid, time "
      "(microseconds), all; for telling apart the lines of several processes or threads."},
@@ -29,8 +28,7 @@ const Tunable kTunables[] = {
 
 const Tunable *tunables() noexcept { return kTunables; }
 
-const char *tunable_value(const char *name) noexcept
-{
+const char *tunable_value(const char *name) noexcept {
     for (const Tunable *t = kTunables; t->name; ++t) {
         if (std::strcmp(t->name, name) == 0) {
             const char *v = std::getenv(name);

@@ -16,8 +16,7 @@ namespace {
 // Size classes: powers of two from kMinSlot to kMaxSlot.
 constexpr std::size_t kClasses = 9; // 64 .. 16384
 
-std::size_t class_of(std::size_t size)
-{
+std::size_t class_of(std::size_t size) {
     std::size_t slot = Arena::kMinSlot, c = 0;
     while (slot < size) {
         slot <<= 1;
@@ -37,8 +36,7 @@ struct Arena::Impl {
 
 std::atomic<Arena *> Arena::instance_{nullptr};
 
-Arena &Arena::create_instance() noexcept
-{
+Arena &Arena::create_instance() noexcept {
     // 1 GiB of address space, committed 64 KiB at a time; never destroyed
     // so that handles stay checkable until the process ends. (Out of
     // memory here is out of memory at the first DAT call: terminate.)
@@ -50,11 +48,9 @@ Arena &Arena::create_instance() noexcept
     return *arena;
 }
 
-Arena::Arena(std::size_t reserve_bytes) : impl_(new Impl)
-{
+Arena::Arena(std::size_t reserve_bytes) : impl_(new Impl) {
     reserve_bytes &= ~(kChunkSize - 1);
-    void *p = ::mmap(nullptr, reserve_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                     -1, 0);
+    void *p = ::mmap(nullptr, reserve_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return; // allocate() then fails with nullptr
     base_ = reinterpret_cast<std::uintptr_t>(p);
@@ -65,16 +61,14 @@ Arena::Arena(std::size_t reserve_bytes) : impl_(new Impl)
         chunk_slot_[i].store(0, std::memory_order_relaxed);
 }
 
-Arena::~Arena()
-{
+Arena::~Arena() {
     if (reserved_)
         ::munmap(reinterpret_cast<void *>(base_), reserved_);
     delete[] chunk_slot_;
     delete impl_;
 }
 
-void *Arena::allocate(std::size_t size) noexcept
-{
+void *Arena::allocate(std::size_t size) noexcept {
     if (size > kMaxSlot || !reserved_)
         return nullptr;
     const std::size_t c = class_of(size == 0 ? 1 : size);
@@ -103,8 +97,7 @@ void *Arena::allocate(std::size_t size) noexcept
     return p;
 }
 
-void Arena::deallocate(void *p) noexcept
-{
+void Arena::deallocate(void *p) noexcept {
     if (!owns(p))
         return;
     const std::size_t chunk = (reinterpret_cast<std::uintptr_t>(p) - base_) >> kChunkShift;
@@ -117,8 +110,7 @@ void Arena::deallocate(void *p) noexcept
     }
 }
 
-std::size_t Arena::chunks_in_use() const noexcept
-{
+std::size_t Arena::chunks_in_use() const noexcept {
     std::lock_guard<std::mutex> lock(impl_->mu);
     return impl_->next_chunk;
 }

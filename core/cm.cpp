@@ -105,7 +105,6 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
     return r;
 }
 
-
 // The Endpoint a request came with (RSP, DAT_PSP_PROVIDER_FLAG) goes back:
 // an RSP's Consumer EP to Unconnected, a provider-created one away.
 void release_request_ep(Cr &cr) {
@@ -379,11 +378,8 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags) {
             std::lock_guard<std::mutex> lock(ep->mu);
             DAT_EP_STATE s = ep->state.load();
             switch (s) {
-            case DAT_EP_STATE_DISCONNECTED:
-                return DAT_SUCCESS; // a no-op per the seed
-            case DAT_EP_STATE_CONNECTED:
-                ep->state.store(DAT_EP_STATE_DISCONNECT_PENDING);
-                break;
+            case DAT_EP_STATE_DISCONNECTED: return DAT_SUCCESS; // a no-op per the seed
+            case DAT_EP_STATE_CONNECTED: ep->state.store(DAT_EP_STATE_DISCONNECT_PENDING); break;
             case DAT_EP_STATE_DISCONNECT_PENDING:
                 if (graceful)
                     return DAT_SUCCESS; // "has no effect"
@@ -392,17 +388,12 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags) {
             case DAT_EP_STATE_COMPLETION_PENDING:
                 graceful = false; // aborts the establishment
                 break;
-            default:
-                return ep_state_error(s);
+            default: return ep_state_error(s);
             }
         }
         return ep->ia->transport->disconnect(*ep, graceful);
     });
 }
-
-
-
-
 
 DAT_RETURN cr_query(DAT_CR_HANDLE cr_handle, DAT_CR_PARAM_MASK mask, DAT_CR_PARAM *param) {
     return guarded("dat_cr_query", [&]() -> DAT_RETURN {
@@ -536,12 +527,6 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
         return DAT_SUCCESS;
     });
 }
-
-
-
-
-
-
 
 DAT_RETURN ep_common_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR address, DAT_TIMEOUT timeout,
                              DAT_COUNT pd_size, const DAT_PVOID pd) {

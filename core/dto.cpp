@@ -141,8 +141,9 @@ void ep_transport_ready(Ep &ep) {
     for (Ep::PendingRecv &p : ep.pending_recvs) {
         // A receive the transport refuses now stays posted in the kit's
         // books and is flushed with the connection.
-        if (DAT_RETURN r = ep.ia->transport->post(ep, PostKind::kRecv, *p.op, p.segs.data(),
-                                                  static_cast<int>(p.segs.size()), nullptr, DAT_COMPLETION_DEFAULT_FLAG))
+        if (DAT_RETURN r =
+                ep.ia->transport->post(ep, PostKind::kRecv, *p.op, p.segs.data(), static_cast<int>(p.segs.size()),
+                                       nullptr, DAT_COMPLETION_DEFAULT_FLAG))
             DAT2_ERR("%s: EP %p: a receive posted before the connection was refused: 0x%x\n", ep.ia->name.c_str(),
                      (void *)&ep, r);
     }
@@ -200,8 +201,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     const bool recv = kind == PostKind::kRecv;
     if (recv && ep->srq)
         return DAT_ERROR(DAT_INVALID_STATE, 0); // dat_ep_create_with_srq(3DAT): receives go to the SRQ
-    DAT_COUNT max_iov = recv ? ep->attr.max_recv_iov
-                        : kind == PostKind::kSend ? ep->attr.max_request_iov
+    DAT_COUNT max_iov = recv                          ? ep->attr.max_recv_iov
+                        : kind == PostKind::kSend     ? ep->attr.max_request_iov
                         : kind == PostKind::kRdmaRead ? ep->attr.max_rdma_read_iov
                                                       : ep->attr.max_rdma_write_iov;
     if (n < 0 || n > max_iov)
@@ -217,8 +218,9 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     if ((flags & DAT_COMPLETION_UNSIGNALLED_FLAG) &&
         !((recv ? ep->attr.recv_completion_flags : ep->attr.request_completion_flags) &
           DAT_COMPLETION_UNSIGNALLED_FLAG)) {
-        DAT2_LOG(log::kGeneric, "EP %p: DAT_COMPLETION_UNSIGNALLED_FLAG on a %s, but the EP's %s completion flags "
-                                "do not allow it\n",
+        DAT2_LOG(log::kGeneric,
+                 "EP %p: DAT_COMPLETION_UNSIGNALLED_FLAG on a %s, but the EP's %s completion flags "
+                 "do not allow it\n",
                  (void *)ep, recv ? "receive" : "request", recv ? "recv" : "request");
         return invalid_arg(flags_arg);
     }
@@ -226,9 +228,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
         return invalid_arg(5);
     DAT_EP_STATE state = ep->state.load(std::memory_order_acquire);
     if (!recv && state != DAT_EP_STATE_CONNECTED && state != DAT_EP_STATE_DISCONNECTED)
-        return DAT_ERROR(DAT_INVALID_STATE, state == DAT_EP_STATE_DISCONNECT_PENDING
-                                                ? DAT_INVALID_STATE_EP_DISCPENDING
-                                                : DAT_INVALID_STATE_EP_NOTREADY);
+        return DAT_ERROR(DAT_INVALID_STATE, state == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_INVALID_STATE_EP_DISCPENDING
+                                                                                     : DAT_INVALID_STATE_EP_NOTREADY);
     Evd *evd = recv ? ep->recv_evd : ep->request_evd;
     if (!evd)
         return DAT_ERROR(DAT_INVALID_STATE, recv ? DAT_INVALID_STATE_EP_EVD_RECV : DAT_INVALID_STATE_EP_EVD_REQUEST);
@@ -267,8 +268,8 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
     if (kind == PostKind::kRdmaRead)
         ep->reads_posted.fetch_add(1, std::memory_order_relaxed);
     op->suppress = (flags & DAT_COMPLETION_SUPPRESS_FLAG) != 0;
-    op->operation = recv ? DAT_DTO_RECEIVE
-                    : kind == PostKind::kSend ? DAT_DTO_SEND
+    op->operation = recv                          ? DAT_DTO_RECEIVE
+                    : kind == PostKind::kSend     ? DAT_DTO_SEND
                     : kind == PostKind::kRdmaRead ? DAT_DTO_RDMA_READ
                                                   : DAT_DTO_RDMA_WRITE;
     op->cookie = cookie;
@@ -312,14 +313,10 @@ DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, 
 DAT_RETURN ep_post(DAT_EP_HANDLE ep, PostKind kind, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext) {
     switch (kind) {
-    case PostKind::kSend:
-        return post_dto<PostKind::kSend>(ep, n, iov, cookie, remote, flags, ext);
-    case PostKind::kRecv:
-        return post_dto<PostKind::kRecv>(ep, n, iov, cookie, remote, flags, ext);
-    case PostKind::kRdmaRead:
-        return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags, ext);
-    case PostKind::kRdmaWrite:
-        return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kSend: return post_dto<PostKind::kSend>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRecv: return post_dto<PostKind::kRecv>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaRead: return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags, ext);
+    case PostKind::kRdmaWrite: return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags, ext);
     }
     return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
 }
@@ -525,8 +522,7 @@ void dto_consume_locked(Evd &evd, const Completion *c, int n) {
         // A suppressed receive's event is still built: the invalidation
         // below happens either way.
         DAT_EVENT unreported;
-        DAT_EVENT &e =
-            op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
+        DAT_EVENT &e = op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
         fill_event(e, op, c[i].status, c[i].length);
         if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
             ext_event(e, op, &c[i]); // a receive consumed by immediate data

@@ -266,9 +266,9 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             return r;
         if (!param)
             return invalid_arg(3);
-        constexpr DAT_EP_PARAM_MASK kModifiable =
-            DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE |
-            DAT_EP_FIELD_CONNECT_EVD_HANDLE | DAT_EP_FIELD_EP_ATTR_ALL;
+        constexpr DAT_EP_PARAM_MASK kModifiable = DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE |
+                                                  DAT_EP_FIELD_REQUEST_EVD_HANDLE | DAT_EP_FIELD_CONNECT_EVD_HANDLE |
+                                                  DAT_EP_FIELD_EP_ATTR_ALL;
         if (mask == 0 || (mask & ~kModifiable))
             return invalid_arg(2);
         std::lock_guard<std::mutex> lock(ep->mu);
@@ -291,8 +291,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
                 return r;
         const DAT_EP_PARAM_MASK fields[3] = {DAT_EP_FIELD_RECV_EVD_HANDLE, DAT_EP_FIELD_REQUEST_EVD_HANDLE,
                                              DAT_EP_FIELD_CONNECT_EVD_HANDLE};
-        const DAT_EVD_HANDLE given[3] = {param->recv_evd_handle, param->request_evd_handle,
-                                         param->connect_evd_handle};
+        const DAT_EVD_HANDLE given[3] = {param->recv_evd_handle, param->request_evd_handle, param->connect_evd_handle};
         const DAT_EVD_FLAGS need[3] = {DAT_EVD_DTO_FLAG, DAT_EVD_DTO_FLAG, DAT_EVD_CONNECTION_FLAG};
         for (int i = 0; i < 3; ++i) {
             if (!(mask & fields[i]))
@@ -314,18 +313,30 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         DAT_EP_ATTR a = ep->attr;
         if (mask & DAT_EP_FIELD_EP_ATTR_ALL) {
             const DAT_EP_ATTR &p = param->ep_attr;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE) a.max_message_size = p.max_message_size;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE) a.max_rdma_size = p.max_rdma_size;
-            if (mask & DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS) a.recv_completion_flags = p.recv_completion_flags;
-            if (mask & DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS) a.request_completion_flags = p.request_completion_flags;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS) a.max_recv_dtos = p.max_recv_dtos;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS) a.max_request_dtos = p.max_request_dtos;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV) a.max_recv_iov = p.max_recv_iov;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV) a.max_request_iov = p.max_request_iov;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN) a.max_rdma_read_in = p.max_rdma_read_in;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT) a.max_rdma_read_out = p.max_rdma_read_out;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV) a.max_rdma_read_iov = p.max_rdma_read_iov;
-            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV) a.max_rdma_write_iov = p.max_rdma_write_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE)
+                a.max_message_size = p.max_message_size;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE)
+                a.max_rdma_size = p.max_rdma_size;
+            if (mask & DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS)
+                a.recv_completion_flags = p.recv_completion_flags;
+            if (mask & DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS)
+                a.request_completion_flags = p.request_completion_flags;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS)
+                a.max_recv_dtos = p.max_recv_dtos;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_DTOS)
+                a.max_request_dtos = p.max_request_dtos;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RECV_IOV)
+                a.max_recv_iov = p.max_recv_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_REQUEST_IOV)
+                a.max_request_iov = p.max_request_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN)
+                a.max_rdma_read_in = p.max_rdma_read_in;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT)
+                a.max_rdma_read_out = p.max_rdma_read_out;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IOV)
+                a.max_rdma_read_iov = p.max_rdma_read_iov;
+            if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_WRITE_IOV)
+                a.max_rdma_write_iov = p.max_rdma_write_iov;
             if ((mask & DAT_EP_FIELD_EP_ATTR_SERVICE_TYPE) && p.service_type != DAT_SERVICE_TYPE_RC)
                 return invalid_arg(3);
             if (DAT_RETURN r = check_attr(*ep->ia, a, 3))
@@ -374,14 +385,12 @@ DAT_RETURN ep_free(DAT_EP_HANDLE ep_handle) {
         {
             std::lock_guard<std::mutex> lock(ep->mu);
             switch (ep->state.load()) {
-            case DAT_EP_STATE_RESERVED:
-                return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
+            case DAT_EP_STATE_RESERVED: return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_RESERVED);
             case DAT_EP_STATE_PASSIVE_CONNECTION_PENDING:
                 return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_PASSCONNPENDING);
             case DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING:
                 return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_TENTCONNPENDING);
-            default:
-                break;
+            default: break;
             }
             // From here on the CM thread ignores this EP's events.
             ep->state.store(DAT_EP_STATE_DISCONNECTED);
@@ -419,10 +428,6 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
 }
 
 // dat_ep_recv_query and dat_ep_set_watermark: core/srq.cpp (receive-side accounting).
-
-
-
-
 
 } // namespace slot
 } // namespace dat2::kit

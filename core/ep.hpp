@@ -16,7 +16,7 @@ Ep *ep_create_for_provider(Ia &ia, DAT_EP_STATE state);
 // dat_ep_create, and dat_ep_create_with_srq with `srq` (named `call` in
 // logs; `attr_arg` is the argument position of the attributes).
 DAT_RETURN ep_create_common(const char *call, DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
-                            DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd, Srq *srq,
-                            const DAT_EP_ATTR *attr, int attr_arg, DAT_EP_HANDLE *ep_out);
+                            DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd, Srq *srq, const DAT_EP_ATTR *attr,
+                            int attr_arg, DAT_EP_HANDLE *ep_out);
 
 } // namespace dat2::kit

@@ -26,8 +26,8 @@ namespace dat2::kit {
 
 namespace {
 
-constexpr unsigned kValidFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG |
-                                      DAT_EVD_CONNECTION_FLAG | DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
+constexpr unsigned kValidFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
+                                 DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
 // The FIFO's storage is a power of two (indexes wrap with a mask, no
 // division on the dequeue path); its capacity is qlen.
@@ -398,9 +398,9 @@ DAT_RETURN evd_query(DAT_EVD_HANDLE evd_handle, DAT_EVD_PARAM_MASK mask, DAT_EVD
         if (mask & DAT_EVD_FIELD_EVD_QLEN)
             param->evd_qlen = evd->qlen;
         if (mask & DAT_EVD_FIELD_EVD_STATE)
-            param->evd_state = static_cast<DAT_EVD_STATE>(
-                (evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
-                (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
+            param->evd_state =
+                static_cast<DAT_EVD_STATE>((evd->enabled ? DAT_EVD_STATE_ENABLED : DAT_EVD_STATE_DISABLED) |
+                                           (evd->waitable ? DAT_EVD_STATE_WAITABLE : DAT_EVD_STATE_UNWAITABLE));
         if (mask & DAT_EVD_FIELD_CNO)
             param->cno_handle = evd->cno;
         if (mask & DAT_EVD_FIELD_EVD_FLAGS)
@@ -439,9 +439,7 @@ DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE evd_handle) {
     return r;
 }
 
-DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle) {
-    return set_evd_flag(evd_handle, &Evd::waitable, true);
-}
+DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE evd_handle) { return set_evd_flag(evd_handle, &Evd::waitable, true); }
 
 DAT_RETURN evd_dequeue(DAT_EVD_HANDLE evd_handle, DAT_EVENT *event) {
     return guarded("dat_evd_dequeue", [&]() -> DAT_RETURN {

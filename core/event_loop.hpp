@@ -101,8 +101,8 @@ private:
 
     std::mutex mu_; // everything below
     std::condition_variable handler_done_;
-    const void *running_ = nullptr; // the watch or timer (or `this`: posted work) being handled
-    std::uint64_t handled_ = 0;     // handlers finished
+    const void *running_ = nullptr;  // the watch or timer (or `this`: posted work) being handled
+    std::uint64_t handled_ = 0;      // handlers finished
     std::vector<Watch *> graveyard_; // unwatched, freed once no epoll result can name them
     std::set<std::pair<Deadline, Timer *>> timers_;
     std::vector<Handler> posted_;

@@ -140,9 +140,9 @@ DAT_RETURN post_write_immed(DAT_HANDLE handle, va_list args) {
 }
 
 // Fetch and add (compare == nullptr) or compare and swap.
-DAT_RETURN post_atomic(DAT_HANDLE handle, ExtKind kind, DAT_UINT64 first, DAT_UINT64 second,
-                       DAT_LMR_TRIPLET *local, DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                       DAT_COMPLETION_FLAGS flags, int local_arg) {
+DAT_RETURN post_atomic(DAT_HANDLE handle, ExtKind kind, DAT_UINT64 first, DAT_UINT64 second, DAT_LMR_TRIPLET *local,
+                       DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags,
+                       int local_arg) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(handle, ep))
         return r;
@@ -183,8 +183,8 @@ DAT_RETURN open_query(DAT_HANDLE name_as_handle, va_list args) {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     if (DAT_RETURN r = slot::ia_open(static_cast<DAT_NAME_PTR>(name_as_handle), 8, &async_evd, &ia))
         return r;
-    DAT_RETURN r = slot::ia_query(ia, nullptr, ia_attr ? ia_mask : 0, ia_attr, provider_attr ? provider_mask : 0,
-                                  provider_attr);
+    DAT_RETURN r =
+        slot::ia_query(ia, nullptr, ia_attr ? ia_mask : 0, ia_attr, provider_attr ? provider_mask : 0, provider_attr);
     if (r != DAT_SUCCESS) {
         slot::ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
         return r;
@@ -205,8 +205,7 @@ namespace slot {
 DAT_RETURN extended_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
     return guarded("dat_extension_op", [&]() -> DAT_RETURN {
         switch (op) {
-        case DAT_IB_RDMA_WRITE_IMMED_OP:
-            return post_write_immed(handle, args);
+        case DAT_IB_RDMA_WRITE_IMMED_OP: return post_write_immed(handle, args);
         case DAT_IB_FETCH_AND_ADD_OP: {
             const DAT_UINT64 add = va_arg(args, DAT_UINT64);
             DAT_LMR_TRIPLET *local = va_arg(args, DAT_LMR_TRIPLET *);
@@ -224,16 +223,14 @@ DAT_RETURN extended_op(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
             const auto flags = static_cast<DAT_COMPLETION_FLAGS>(va_arg(args, int));
             return post_atomic(handle, ExtKind::kCmpSwap, compare, swap, local, cookie, remote, flags, 5);
         }
-        case DAT_IB_OPEN_QUERY_OP:
-            return open_query(handle, args);
+        case DAT_IB_OPEN_QUERY_OP: return open_query(handle, args);
         case DAT_IB_CLOSE_QUERY_OP: {
             Ia *ia;
             if (DAT_RETURN r = handle_cast(handle, ia))
                 return r;
             return slot::ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
         }
-        default:
-            break;
+        default: break;
         }
         if (!known_op(op)) {
             DAT2_LOG(log::kGeneric, "dat_extension_op: unknown operation %d\n", op);

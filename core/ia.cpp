@@ -69,8 +69,9 @@ std::size_t count_children(Ia &ia) {
 // Frees every child of the IA, dependents before what they depend on.
 void release_children(Ia &ia) {
     static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_EP,
-                                            DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_CSP, DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO,
-                                            DAT_HANDLE_TYPE_PZ};
+                                            DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_CSP, DAT_HANDLE_TYPE_SRQ,
+                                            DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD,
+                                            DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
     for (DAT_HANDLE_TYPE type : order) {
         for (;;) {
             ObjectHeader *victim = nullptr;
@@ -222,8 +223,8 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia_handle, DAT_EVD_HANDLE *async_evd, DAT_IA_A
         pa->dapl_version_major = info->dapl_version_major;
         pa->dapl_version_minor = info->dapl_version_minor;
         pa->is_thread_safe = info->is_thread_safe;
-        pa->lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR |
-                                                                DAT_MEM_TYPE_SHARED_VIRTUAL);
+        pa->lmr_mem_types_supported =
+            static_cast<DAT_MEM_TYPE>(DAT_MEM_TYPE_VIRTUAL | DAT_MEM_TYPE_LMR | DAT_MEM_TYPE_SHARED_VIRTUAL);
         pa->iov_ownership_on_return = DAT_IOV_CONSUMER;
         pa->dat_qos_supported = DAT_QOS_BEST_EFFORT;
         pa->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(

@@ -82,9 +82,9 @@ struct Capabilities {
     DAT_COUNT max_iov = kMaxIov;                  // segments per DTO
     DAT_COUNT max_dtos = kMaxDtos;                // max_recv_dtos and max_request_dtos of an EP
     DAT_COUNT max_eps = kMaxObjects, max_evds = kMaxObjects, max_pzs = kMaxObjects;
-    DAT_COUNT max_srq_recvs = 0;     // receives one SRQ holds; 0: no SRQs
-    bool requests_in_order = false;  // an EP's requests complete in posting order
-    bool fence = false;              // honours DAT_COMPLETION_BARRIER_FENCE_FLAG itself
+    DAT_COUNT max_srq_recvs = 0;      // receives one SRQ holds; 0: no SRQs
+    bool requests_in_order = false;   // an EP's requests complete in posting order
+    bool fence = false;               // honours DAT_COMPLETION_BARRIER_FENCE_FLAG itself
     bool recv_before_connect = false; // takes receives on an EP that has no connection yet
     // The peer's window is unreachable from the moment the message is placed
     // (the device unbinds it), not only once the receive is reaped.
@@ -111,11 +111,11 @@ struct Op {
     // its EP; reported, in posting order, once the earlier ones are.
     enum State : std::uint8_t { kFree, kPosted, kFlushed, kHeld };
     std::atomic<std::uint8_t> state{kFree};
-    bool suppress = false;  // DAT_COMPLETION_SUPPRESS_FLAG
+    bool suppress = false; // DAT_COMPLETION_SUPPRESS_FLAG
     bool is_recv = false;
     DAT_DTOS operation = DAT_DTO_SEND;
-    std::uint64_t seq = 0;  // posting order, for flushes
-    std::uint64_t rseq = 0; // requests: posting order among the EP's requests
+    std::uint64_t seq = 0;                                   // posting order, for flushes
+    std::uint64_t rseq = 0;                                  // requests: posting order among the EP's requests
     DAT_DTO_COMPLETION_STATUS held_status = DAT_DTO_SUCCESS; // kHeld: its completion
     std::uint32_t held_length = 0;
     bool held_silent = false; // kHeld: a post that failed, reported by its return code
@@ -131,9 +131,9 @@ struct Op {
     // standard ones. The operands stay here, where the transport may read
     // them until the DTO completes.
     ExtKind ext = ExtKind::kNone;
-    std::uint32_t immed = 0;         // kRdmaWriteImmed: the immediate data
-    std::uint64_t operand[2] = {};   // kFetchAdd: {add}; kCmpSwap: {compare, swap}
-    Rmr *rmr = nullptr;              // kRmrBind: the window bound or unbound
+    std::uint32_t immed = 0;       // kRdmaWriteImmed: the immediate data
+    std::uint64_t operand[2] = {}; // kFetchAdd: {add}; kCmpSwap: {compare, swap}
+    Rmr *rmr = nullptr;            // kRmrBind: the window bound or unbound
 };
 
 struct Cno : ObjectHeader {
@@ -168,13 +168,13 @@ struct Evd : ObjectHeader {
     // event is built (it is the oldest); cleared once used.
     DAT_EVENT *direct = nullptr;
     Cno *cno = nullptr;
-    int wake_fd = -1;                 // eventfd: software and CM events, unwaitable
-    void *cq = nullptr;               // the transport's completion queue (DTO EVDs)
-    std::atomic<int> users{0};        // EPs and PSPs referring to it
+    int wake_fd = -1;          // eventfd: software and CM events, unwaitable
+    void *cq = nullptr;        // the transport's completion queue (DTO EVDs)
+    std::atomic<int> users{0}; // EPs and PSPs referring to it
     // EP streams feeding it that use consumer-controlled notification
     // (UNSIGNALLED / SOLICITED_WAIT): dat_evd_wait's threshold must be 1.
     std::atomic<int> notify_streams{0};
-    std::atomic<int> inside{0};       // threads in dat_evd_wait (freeing waits for them)
+    std::atomic<int> inside{0}; // threads in dat_evd_wait (freeing waits for them)
     // Bumped by every dat_evd_dequeue: a transport's helper thread leaves a
     // queue alone while its consumer keeps polling it (plugins/ofi, cm_loop).
     std::atomic<std::uint32_t> dequeues{0};
@@ -256,7 +256,7 @@ struct Ep : ObjectHeader {
     sockaddr_storage remote{};
     DAT_PORT_QUAL remote_port = 0;
     DAT_PORT_QUAL local_port = 0; // set by the transport once connected
-    Cr *cr = nullptr; // the request being accepted, while passive pending
+    Cr *cr = nullptr;             // the request being accepted, while passive pending
     // Private data of the last connection event (the event points here).
     unsigned char event_data[256];
     // DTO records: one pool for requests and one for receives.
@@ -287,8 +287,8 @@ struct Ep : ObjectHeader {
     std::vector<Op *> req_ops;
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
-    void *tp = nullptr; // the transport's endpoint state
-    Srq *srq = nullptr; // dat_ep_create_with_srq: its receives come from there
+    void *tp = nullptr;               // the transport's endpoint state
+    Srq *srq = nullptr;               // dat_ep_create_with_srq: its receives come from there
     // Receives posted while the transport cannot take them (no
     // Capabilities::recv_before_connect and no connection yet), handed over
     // in posting order by ep_transport_ready(); under pending_mu.
@@ -412,14 +412,14 @@ struct Ia : ObjectHeader {
     // kit's async lock (post_async, async_evd_borrow/return, evd_release).
     Evd *async_evd = nullptr;
     bool async_evd_owned = false;
-    std::mutex mu;                // the object lists below
-    ObjectList objects;           // every child, for ia_close
+    std::mutex mu;      // the object lists below
+    ObjectList objects; // every child, for ia_close
     // LMR contexts: index (16 bits) | generation (16 bits) << 16; table read
     // without a lock on the post path.
     std::vector<std::atomic<Lmr *>> lmr_table;
     std::vector<std::uint16_t> lmr_generation;
     std::deque<std::uint32_t> lmr_free; // popped at the back, freed indexes pushed at the front
-    std::atomic<int> rmrs{0}; // RMRs that exist (kMaxRmrs)
+    std::atomic<int> rmrs{0};           // RMRs that exist (kMaxRmrs)
     // dat_ia_query's provider-specific attributes, made once at dat_ia_open
     // (core/ext.cpp): the names and values, and the array that points at them.
     std::deque<std::string> attr_text;
@@ -428,10 +428,10 @@ struct Ia : ObjectHeader {
     ~Ia();
 };
 
-#define DAT2_HANDLE_TRAITS(Type, dat_type, invalid_subtype)                                  \
-    template <> struct HandleTraits<Type> {                                                  \
-        static constexpr DAT_HANDLE_TYPE kType = dat_type;                                   \
-        static constexpr DAT_RETURN kSubtype = invalid_subtype;                              \
+#define DAT2_HANDLE_TRAITS(Type, dat_type, invalid_subtype)                                                            \
+    template <> struct HandleTraits<Type> {                                                                            \
+        static constexpr DAT_HANDLE_TYPE kType = dat_type;                                                             \
+        static constexpr DAT_RETURN kSubtype = invalid_subtype;                                                        \
     }
 DAT2_HANDLE_TRAITS(Ia, DAT_HANDLE_TYPE_IA, DAT_INVALID_HANDLE_IA);
 DAT2_HANDLE_TRAITS(Pz, DAT_HANDLE_TYPE_PZ, DAT_INVALID_HANDLE_PZ);

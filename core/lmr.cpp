@@ -140,14 +140,12 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
             if (length == 0)
                 return invalid_arg(4);
             if (!range_is_shared(address, length)) {
-                DAT2_ERR("dat_lmr_create: shared virtual region %#" PRIxPTR "+%" PRIu64
-                         " is not a shared mapping\n",
+                DAT2_ERR("dat_lmr_create: shared virtual region %#" PRIxPTR "+%" PRIu64 " is not a shared mapping\n",
                          address, static_cast<std::uint64_t>(length));
                 return DAT_ERROR(DAT_INVALID_STATE, 0);
             }
             break;
-        default:
-            return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
+        default: return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
         }
         if (address + length < address)
             return invalid_arg(4);

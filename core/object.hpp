@@ -87,7 +87,7 @@ template <class T> void destroy_object(T *obj) {
 // much as the check.
 template <class T>
 __attribute__((always_inline)) inline DAT_RETURN handle_cast(DAT_HANDLE h, T *&out,
-                                                           DAT_RETURN subtype = HandleTraits<T>::kSubtype) {
+                                                             DAT_RETURN subtype = HandleTraits<T>::kSubtype) {
     const DAT_RETURN bad = DAT_ERROR(DAT_INVALID_HANDLE, subtype);
     if (h == DAT_HANDLE_NULL || !Arena::instance().owns(h))
         return bad;

@@ -32,11 +32,11 @@ std::unique_ptr<Transport> make_transport(Ia &ia, const std::string &ia_params, 
 
 } // namespace dat2::kit
 
-#define DAT2_PLUGIN_ENTRY_POINTS(TransportT, ParamsT, parse)                                           \
-    extern "C" __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info, \
-                                                                             const char *ia_params) {   \
-        dat2::kit::provider_init(info, ia_params, &dat2::kit::make_transport<TransportT, ParamsT, parse>); \
-    }                                                                                                  \
-    extern "C" __attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER_INFO *info) { \
-        dat2::kit::provider_fini(info);                                                                \
+#define DAT2_PLUGIN_ENTRY_POINTS(TransportT, ParamsT, parse)                                                           \
+    extern "C" __attribute__((visibility("default"))) void dat_provider_init(const DAT_PROVIDER_INFO *info,            \
+                                                                             const char *ia_params) {                  \
+        dat2::kit::provider_init(info, ia_params, &dat2::kit::make_transport<TransportT, ParamsT, parse>);             \
+    }                                                                                                                  \
+    extern "C" __attribute__((visibility("default"))) void dat_provider_fini(const DAT_PROVIDER_INFO *info) {          \
+        dat2::kit::provider_fini(info);                                                                                \
     }

@@ -30,8 +30,7 @@ ProcessUsage process_limits();
 // How many objects costing `each` fit in three quarters of what `limit`
 // leaves beyond `used` (a quarter stays for connections, listeners and the
 // application); at most `cap`, at least 1.
-DAT_COUNT objects_within(const ProcessUsage &limit, const ProcessUsage &used, const ProcessUsage &each,
-                         DAT_COUNT cap);
+DAT_COUNT objects_within(const ProcessUsage &limit, const ProcessUsage &used, const ProcessUsage &each, DAT_COUNT cap);
 // "N fds, N maps, N kB pinned" ("-" for unlimited), for logs.
 std::string usage_text(const ProcessUsage &u);
 

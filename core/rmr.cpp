@@ -112,8 +112,7 @@ void rmr_release(Rmr &rmr) {
         std::lock_guard<std::mutex> lock(rmr.mu);
         if (rmr.lmr && unbind_locked(rmr, nullptr) != DAT_SUCCESS) {
             // The transport keeps nothing of a window it is told to close.
-            DAT2_ERR("RMR %p: unbinding rmr_context %#x failed; freeing it anyway\n", (void *)&rmr,
-                     rmr.rmr_context);
+            DAT2_ERR("RMR %p: unbinding rmr_context %#x failed; freeing it anyway\n", (void *)&rmr, rmr.rmr_context);
             rmr.lmr->users.fetch_sub(1);
             rmr.lmr = nullptr;
         }
@@ -176,8 +175,9 @@ DAT_RETURN rmr_create_for_ep(DAT_PZ_HANDLE pz_handle, DAT_RMR_HANDLE *rmr) {
         // Consumer asked for: refused where the transport cannot scope it
         // (rmr_scope_supported says so in dat_ia_query).
         if (!pz->ia->caps.rmr_scope_ep) {
-            DAT2_LOG(log::kGeneric, "%s: dat_rmr_create_for_ep: the transport cannot limit a window to one "
-                                    "Endpoint's connection (rmr_scope_supported is DAT_RMR_SCOPE_PZ)\n",
+            DAT2_LOG(log::kGeneric,
+                     "%s: dat_rmr_create_for_ep: the transport cannot limit a window to one "
+                     "Endpoint's connection (rmr_scope_supported is DAT_RMR_SCOPE_PZ)\n",
                      pz->ia->name.c_str());
             return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
         }
@@ -221,8 +221,8 @@ DAT_RETURN rmr_query(DAT_RMR_HANDLE rmr_handle, DAT_RMR_PARAM_MASK mask, DAT_RMR
 // segment_length of 0 unbinds; then the LMR handle, address, privileges and
 // va_type are irrelevant and rmr_context is not written.
 DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const DAT_LMR_TRIPLET *triplet,
-                    DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type, DAT_EP_HANDLE ep_handle,
-                    DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *rmr_context) {
+                    DAT_MEM_PRIV_FLAGS privileges, DAT_VA_TYPE va_type, DAT_EP_HANDLE ep_handle, DAT_RMR_COOKIE cookie,
+                    DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *rmr_context) {
     return guarded("dat_rmr_bind", [&]() -> DAT_RETURN {
         Rmr *rmr;
         if (DAT_RETURN r = handle_cast(rmr_handle, rmr))
@@ -278,8 +278,7 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const 
         // Remote write through the window needs the LMR's local write (as an
         // RDMA device requires of the memory region a window is bound to);
         // local read is always there (see resolve_segment).
-        if (lmr && (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) &&
-            !(lmr->privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
+        if (lmr && (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) && !(lmr->privileges & DAT_MEM_PRIV_LOCAL_WRITE_FLAG))
             return DAT_ERROR(DAT_PRIVILEGES_VIOLATION, DAT_PRIVILEGES_WRITE);
         if (state == DAT_EP_STATE_CONNECTED && (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG))
             if (DAT_RETURN r = ep_fence_reads(*ep))
@@ -305,8 +304,8 @@ DAT_RETURN rmr_bind(DAT_RMR_HANDLE rmr_handle, DAT_LMR_HANDLE lmr_handle, const 
                 const auto remote = static_cast<DAT_MEM_PRIV_FLAGS>(
                     privileges & (DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG));
                 DAT_RMR_CONTEXT bound = 0;
-                if (DAT_RETURN r = ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length,
-                                                          remote, bound)) {
+                if (DAT_RETURN r =
+                        ia.transport->rmr_bind(*rmr, *ep, *lmr, address, triplet->segment_length, remote, bound)) {
                     bind_done(*ep, *op, DAT_DTO_SUCCESS, true);
                     return r;
                 }
@@ -355,8 +354,7 @@ DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DA
         if (DAT_RETURN r = handle_cast(ep_handle, ep))
             return r;
         if (!ep->ia->caps.send_with_invalidate) {
-            DAT2_LOG(log::kGeneric, "%s: the transport cannot carry a send with invalidate\n",
-                     ep->ia->name.c_str());
+            DAT2_LOG(log::kGeneric, "%s: the transport cannot carry a send with invalidate\n", ep->ia->name.c_str());
             return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
         }
         DAT_RMR_TRIPLET target{};
@@ -393,8 +391,7 @@ DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep_handle, const DAT_RMR_TRIPL
                     same_pz = rmr->pz == ep->pz;
                     writable = (rmr->privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG) != 0;
                     const DAT_LMR_TRIPLET &w = rmr->range;
-                    inside = local->virtual_address >= w.virtual_address &&
-                             local->segment_length <= w.segment_length &&
+                    inside = local->virtual_address >= w.virtual_address && local->segment_length <= w.segment_length &&
                              local->virtual_address - w.virtual_address <= w.segment_length - local->segment_length;
                     sink.lmr_context = rmr->lmr->lmr_context;
                     break;

@@ -49,9 +49,8 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE);
 DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE);
 DAT_RETURN evd_clear_unwaitable(DAT_EVD_HANDLE);
 // lmr.cpp
-DAT_RETURN lmr_create(DAT_IA_HANDLE, DAT_MEM_TYPE, DAT_REGION_DESCRIPTION, DAT_VLEN, DAT_PZ_HANDLE,
-                      DAT_MEM_PRIV_FLAGS, DAT_VA_TYPE, DAT_LMR_HANDLE *, DAT_LMR_CONTEXT *, DAT_RMR_CONTEXT *,
-                      DAT_VLEN *, DAT_VADDR *);
+DAT_RETURN lmr_create(DAT_IA_HANDLE, DAT_MEM_TYPE, DAT_REGION_DESCRIPTION, DAT_VLEN, DAT_PZ_HANDLE, DAT_MEM_PRIV_FLAGS,
+                      DAT_VA_TYPE, DAT_LMR_HANDLE *, DAT_LMR_CONTEXT *, DAT_RMR_CONTEXT *, DAT_VLEN *, DAT_VADDR *);
 DAT_RETURN lmr_query(DAT_LMR_HANDLE, DAT_LMR_PARAM_MASK, DAT_LMR_PARAM *);
 DAT_RETURN lmr_free(DAT_LMR_HANDLE);
 DAT_RETURN lmr_sync_rdma_read(DAT_IA_HANDLE, const DAT_LMR_TRIPLET *, DAT_VLEN);
@@ -68,8 +67,8 @@ DAT_RETURN ep_post_send_with_invalidate(DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLE
 DAT_RETURN ep_post_rdma_read_to_rmr(DAT_EP_HANDLE, const DAT_RMR_TRIPLET *, DAT_DTO_COOKIE, const DAT_RMR_TRIPLET *,
                                     DAT_COMPLETION_FLAGS);
 // ep.cpp
-DAT_RETURN ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE,
-                     const DAT_EP_ATTR *, DAT_EP_HANDLE *);
+DAT_RETURN ep_create(DAT_IA_HANDLE, DAT_PZ_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, DAT_EVD_HANDLE, const DAT_EP_ATTR *,
+                     DAT_EP_HANDLE *);
 DAT_RETURN ep_query(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, DAT_EP_PARAM *);
 DAT_RETURN ep_modify(DAT_EP_HANDLE, DAT_EP_PARAM_MASK, const DAT_EP_PARAM *);
 DAT_RETURN ep_get_status(DAT_EP_HANDLE, DAT_EP_STATE *, DAT_BOOLEAN *, DAT_BOOLEAN *);
@@ -116,16 +115,16 @@ DAT_RETURN ia_ha_related(DAT_IA_HANDLE, const DAT_NAME_PTR, DAT_BOOLEAN *);
 } // namespace slot
 
 // Internal helpers shared between families.
-void ep_release_all(Ep &ep);          // frees the EP (any state) for ia_close
-void psp_release(Psp &psp);           // for ia_close
+void ep_release_all(Ep &ep); // frees the EP (any state) for ia_close
+void psp_release(Psp &psp);  // for ia_close
 void cr_destroy(Cr &cr);
 void lmr_release(Lmr &lmr);
-void rmr_release(Rmr &rmr);           // unbinds and frees the RMR, for ia_close
+void rmr_release(Rmr &rmr); // unbinds and frees the RMR, for ia_close
 // A receive of a send with invalidate completed on `ep`: unbinds the RMR
 // of `context` in the EP's PZ, and when there was one, makes `event` a
 // DAT_DTO_RECEIVE_WITH_INVALIDATE naming it.
 void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
 void cno_release(Cno &cno);
-void cno_notify(Cno &cno, Evd &evd);  // an EVD linked to `cno` got an event
+void cno_notify(Cno &cno, Evd &evd); // an EVD linked to `cno` got an event
 } // namespace dat2::kit

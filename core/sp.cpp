@@ -53,8 +53,8 @@ DAT_RETURN check_port_free(Ia &ia, DAT_CONN_QUAL qual) {
     if (!held)
         return DAT_SUCCESS;
     if (holder == qual)
-        DAT2_LOG(log::kGeneric, "%s: connection qualifier %llu is in use by another service point\n",
-                 ia.name.c_str(), static_cast<unsigned long long>(qual));
+        DAT2_LOG(log::kGeneric, "%s: connection qualifier %llu is in use by another service point\n", ia.name.c_str(),
+                 static_cast<unsigned long long>(qual));
     else
         DAT2_ERR("%s: connection qualifier %llu is refused: it listens on port %u, which qualifier %llu of "
                  "this process already holds (qualifiers above 65535 fold onto ports 33534..65534)\n",

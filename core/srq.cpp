@@ -464,8 +464,9 @@ DAT_RETURN ep_set_watermark(DAT_EP_HANDLE ep_handle, DAT_COUNT soft_high, DAT_CO
             // The buffers an EP holds of its SRQ are those it took and has not
             // completed; no transport reports the taking, so no count could
             // exceed a watermark when it happens.
-            DAT2_LOG(log::kGeneric, "dat_ep_set_watermark: EP %p uses an SRQ; the SRQ buffers it holds are not "
-                                    "observable, high watermarks cannot be armed\n",
+            DAT2_LOG(log::kGeneric,
+                     "dat_ep_set_watermark: EP %p uses an SRQ; the SRQ buffers it holds are not "
+                     "observable, high watermarks cannot be armed\n",
                      (void *)ep);
             return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
         }

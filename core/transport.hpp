@@ -59,9 +59,9 @@ static_assert(std::is_trivially_default_constructible<Completion>::value, "polls
 
 // What mr_register made of an LMR.
 struct Registration {
-    void *mr = nullptr;                // the transport's registration (Lmr::mr)
-    void *desc = nullptr;              // handed back in each Segment of a DTO that uses it
-    DAT_RMR_CONTEXT rmr_context = 0;   // when remote access was asked for
+    void *mr = nullptr;              // the transport's registration (Lmr::mr)
+    void *desc = nullptr;            // handed back in each Segment of a DTO that uses it
+    DAT_RMR_CONTEXT rmr_context = 0; // when remote access was asked for
 };
 
 enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
@@ -71,13 +71,13 @@ enum class PostKind { kSend, kRecv, kRdmaRead, kRdmaWrite };
 // sizes its messages by DAT_IB_TRANSPORT_MTU). Empty and 0 fields are left
 // out.
 struct TransportFacts {
-    std::string provider;      // DAT_IB_PROVIDER_NAME
-    std::string device;        // DAT_IB_DEVICE_NAME
-    std::string node_guid;     // DAT_IB_NODE_GUID
-    std::string gid;           // DAT_IB_GID
+    std::string provider;       // DAT_IB_PROVIDER_NAME
+    std::string device;         // DAT_IB_DEVICE_NAME
+    std::string node_guid;      // DAT_IB_NODE_GUID
+    std::string gid;            // DAT_IB_GID
     unsigned transport_mtu = 0; // DAT_IB_TRANSPORT_MTU: the size messages are cut at
-    std::string port_status;   // DAT_IB_PORT_STATUS
-    int port = 0;              // DAT_IB_PORT_NUMBER
+    std::string port_status;    // DAT_IB_PORT_STATUS
+    int port = 0;               // DAT_IB_PORT_NUMBER
 };
 
 class Transport {
@@ -252,9 +252,9 @@ void on_disconnected(Ep &ep, bool broken);
 struct ConnectionReport {
     enum Kind : std::uint8_t { kNone, kRequest, kEstablished, kConnectFailed, kDisconnected } kind = kNone;
     Ep *ep = nullptr;
-    Psp *psp = nullptr;            // kRequest
-    void *tp_request = nullptr;    // kRequest
-    sockaddr_storage remote{};     // kRequest
+    Psp *psp = nullptr;         // kRequest
+    void *tp_request = nullptr; // kRequest
+    sockaddr_storage remote{};  // kRequest
     bool has_remote = false;
     DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED; // kConnectFailed
     bool broken = false;                                              // kDisconnected

@@ -41,8 +41,8 @@ public:
         }
         for (DAT_COUNT i = 0; i < n; ++i)
             if (!lmr_triplet20(iov[i], &out[i])) {
-                DAT2_ERR("%s: segment %d is %llu bytes; the DAT 2.0 providers take at most 4 GiB - 1",
-                         call, i, static_cast<unsigned long long>(iov[i].segment_length));
+                DAT2_ERR("%s: segment %d is %llu bytes; the DAT 2.0 providers take at most 4 GiB - 1", call, i,
+                         static_cast<unsigned long long>(iov[i].segment_length));
                 return invalid_arg(position);
             }
         data_ = out;
@@ -64,8 +64,8 @@ DAT_RETURN remote20(const char *call, const DAT_RMR_TRIPLET *in, v2::DAT_RMR_TRI
     if (!in)
         return DAT_SUCCESS;
     if (!rmr_triplet20(*in, &buf)) {
-        DAT2_ERR("%s: the remote segment is %llu bytes; the DAT 2.0 providers take at most 4 GiB - 1",
-                 call, static_cast<unsigned long long>(in->segment_length));
+        DAT2_ERR("%s: the remote segment is %llu bytes; the DAT 2.0 providers take at most 4 GiB - 1", call,
+                 static_cast<unsigned long long>(in->segment_length));
         return invalid_arg(position);
     }
     out = &buf;
@@ -74,8 +74,7 @@ DAT_RETURN remote20(const char *call, const DAT_RMR_TRIPLET *in, v2::DAT_RMR_TRI
 
 // After a provider call that created `h20` for `ia`: its 1.2 handle, or the
 // 2.0 object freed again (slot FreeSlot) when no handle can be had.
-template <auto FreeSlot>
-DAT_RETURN created(Obj *ia, DAT_HANDLE_TYPE t, v2::DAT_HANDLE h20, DAT_HANDLE *out) {
+template <auto FreeSlot> DAT_RETURN created(Obj *ia, DAT_HANDLE_TYPE t, v2::DAT_HANDLE h20, DAT_HANDLE *out) {
     Obj *o = wrap(t, ia, h20);
     if (!o) {
         (ia->p20->*FreeSlot)(h20);
@@ -112,8 +111,7 @@ v2::DAT_LMR_PARAM_MASK lmr_mask20(DAT_LMR_PARAM_MASK m) {
     return static_cast<v2::DAT_LMR_PARAM_MASK>((bits & 0x3Fu) | ((bits & ~0x3Fu) << 1));
 }
 
-DAT_RETURN ia_open_func12(const DAT_NAME_PTR name, DAT_COUNT qlen, DAT_EVD_HANDLE *evd,
-                          DAT_IA_HANDLE *ia);
+DAT_RETURN ia_open_func12(const DAT_NAME_PTR name, DAT_COUNT qlen, DAT_EVD_HANDLE *evd, DAT_IA_HANDLE *ia);
 
 } // namespace
 
@@ -147,8 +145,7 @@ DAT12_EXPORT DAT_RETURN dat_ia_openv(const DAT_NAME_PTR name, DAT_COUNT qlen, DA
             ia = new_ia(registry_ia, provider_ia);
         Obj *evd = nullptr;
         if (ia)
-            evd = shared && shared->h20 == evd20 ? shared
-                                                 : static_cast<Obj *>(to12(ia, evd20, DAT_HANDLE_TYPE_EVD));
+            evd = shared && shared->h20 == evd20 ? shared : static_cast<Obj *>(to12(ia, evd20, DAT_HANDLE_TYPE_EVD));
         if (!evd) {
             libdat2_ia_close(registry_ia, v2::DAT_CLOSE_ABRUPT_FLAG);
             if (ia)
@@ -179,11 +176,9 @@ DAT12_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
 static_assert(sizeof(DAT_PROVIDER_INFO) == sizeof(v2::DAT_PROVIDER_INFO));
 static_assert(offsetof(DAT_PROVIDER_INFO, is_thread_safe) == offsetof(v2::DAT_PROVIDER_INFO, is_thread_safe));
 
-DAT12_EXPORT DAT_RETURN dat_registry_list_providers(DAT_COUNT max, DAT_COUNT *entries,
-                                                    DAT_PROVIDER_INFO *(list[])) {
+DAT12_EXPORT DAT_RETURN dat_registry_list_providers(DAT_COUNT max, DAT_COUNT *entries, DAT_PROVIDER_INFO *(list[])) {
     return guarded(FN, [&] {
-        return ret12(libdat2_registry_list_providers(max, entries,
-                                                     reinterpret_cast<v2::DAT_PROVIDER_INFO **>(list)));
+        return ret12(libdat2_registry_list_providers(max, entries, reinterpret_cast<v2::DAT_PROVIDER_INFO **>(list)));
     });
 }
 
@@ -228,13 +223,11 @@ DAT12_EXPORT DAT_RETURN dat_ia_query(DAT_IA_HANDLE h, DAT_EVD_HANDLE *async_evd,
         auto *pa = reinterpret_cast<v2::DAT_PROVIDER_ATTR *>(pa_raw);
         v2::DAT_EVD_HANDLE evd20 = nullptr;
         if (v2::DAT_RETURN r = ia->p20->ia_query_func(
-                ia->h20, async_evd ? &evd20 : nullptr, ia_mask ? v2::kIaFieldAll : 0,
-                ia_attr ? &a : nullptr, provider_mask ? v2::kProviderFieldAll : 0,
-                provider_attr ? pa : nullptr))
+                ia->h20, async_evd ? &evd20 : nullptr, ia_mask ? v2::kIaFieldAll : 0, ia_attr ? &a : nullptr,
+                provider_mask ? v2::kProviderFieldAll : 0, provider_attr ? pa : nullptr))
             return ret12(r);
         if (async_evd)
-            *async_evd = evd20 == DAT_EVD_OUT_OF_SCOPE ? DAT_EVD_OUT_OF_SCOPE
-                                                       : to12(ia, evd20, DAT_HANDLE_TYPE_EVD);
+            *async_evd = evd20 == DAT_EVD_OUT_OF_SCOPE ? DAT_EVD_OUT_OF_SCOPE : to12(ia, evd20, DAT_HANDLE_TYPE_EVD);
         if (ia_attr && ia_mask)
             ia_attr12(a, ia_attr);
         if (provider_attr && provider_mask)
@@ -279,8 +272,8 @@ DAT12_EXPORT DAT_RETURN dat_cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK mask, DA
         return invalid_handle(DAT_INVALID_HANDLE_CR);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_CR_PARAM p{};
-        if (v2::DAT_RETURN r = cr->p20->cr_query_func(cr->h20, static_cast<v2::DAT_CR_PARAM_MASK>(mask),
-                                                       param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                cr->p20->cr_query_func(cr->h20, static_cast<v2::DAT_CR_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_CR_PARAM out{};
         out.remote_ia_address_ptr = p.remote_ia_address_ptr;
@@ -293,8 +286,7 @@ DAT12_EXPORT DAT_RETURN dat_cr_query(DAT_CR_HANDLE h, DAT_CR_PARAM_MASK mask, DA
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep, DAT_COUNT size,
-                                      const DAT_PVOID data) {
+DAT12_EXPORT DAT_RETURN dat_cr_accept(DAT_CR_HANDLE h, DAT_EP_HANDLE ep, DAT_COUNT size, const DAT_PVOID data) {
     Obj *cr = as(h, DAT_HANDLE_TYPE_CR);
     if (!cr)
         return invalid_handle(DAT_INVALID_HANDLE_CR);
@@ -333,21 +325,20 @@ DAT12_EXPORT DAT_RETURN dat_cr_handoff(DAT_CR_HANDLE h, DAT_CONN_QUAL qual) {
 
 // ---- EVD ------------------------------------------------------------------------------
 
-#define EVD_OR_INVALID(h)                                                                          \
-    Obj *evd = as(h, DAT_HANDLE_TYPE_EVD);                                                         \
-    if (!evd)                                                                                      \
+#define EVD_OR_INVALID(h)                                                                                              \
+    Obj *evd = as(h, DAT_HANDLE_TYPE_EVD);                                                                             \
+    if (!evd)                                                                                                          \
     return invalid_handle(DAT_INVALID_HANDLE_EVD_REQUEST)
 
-DAT12_EXPORT DAT_RETURN dat_evd_create(DAT_IA_HANDLE h, DAT_COUNT qlen, DAT_CNO_HANDLE cno,
-                                       DAT_EVD_FLAGS flags, DAT_EVD_HANDLE *out) {
+DAT12_EXPORT DAT_RETURN dat_evd_create(DAT_IA_HANDLE h, DAT_COUNT qlen, DAT_CNO_HANDLE cno, DAT_EVD_FLAGS flags,
+                                       DAT_EVD_HANDLE *out) {
     Obj *ia = as(h, DAT_HANDLE_TYPE_IA);
     if (!ia)
         return invalid_handle(DAT_INVALID_HANDLE_IA);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_EVD_HANDLE evd20 = nullptr;
         if (v2::DAT_RETURN r = ia->p20->evd_create_func(ia->h20, qlen, to20(cno, DAT_HANDLE_TYPE_CNO),
-                                                         static_cast<v2::DAT_EVD_FLAGS>(flags),
-                                                         out ? &evd20 : nullptr))
+                                                        static_cast<v2::DAT_EVD_FLAGS>(flags), out ? &evd20 : nullptr))
             return ret12(r);
         return created<&v2::DAT_PROVIDER::evd_free_func>(ia, DAT_HANDLE_TYPE_EVD, evd20, out);
     });
@@ -357,8 +348,8 @@ DAT12_EXPORT DAT_RETURN dat_evd_query(DAT_EVD_HANDLE h, DAT_EVD_PARAM_MASK mask,
     EVD_OR_INVALID(h);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_EVD_PARAM p{};
-        if (v2::DAT_RETURN r = evd->p20->evd_query_func(evd->h20, static_cast<v2::DAT_EVD_PARAM_MASK>(mask),
-                                                         param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                evd->p20->evd_query_func(evd->h20, static_cast<v2::DAT_EVD_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_EVD_PARAM out{};
         out.ia_handle = evd->ia;
@@ -373,9 +364,7 @@ DAT12_EXPORT DAT_RETURN dat_evd_query(DAT_EVD_HANDLE h, DAT_EVD_PARAM_MASK mask,
 
 DAT12_EXPORT DAT_RETURN dat_evd_modify_cno(DAT_EVD_HANDLE h, DAT_CNO_HANDLE cno) {
     EVD_OR_INVALID(h);
-    return guarded(FN, [&] {
-        return ret12(evd->p20->evd_modify_cno_func(evd->h20, to20(cno, DAT_HANDLE_TYPE_CNO)));
-    });
+    return guarded(FN, [&] { return ret12(evd->p20->evd_modify_cno_func(evd->h20, to20(cno, DAT_HANDLE_TYPE_CNO))); });
 }
 
 DAT12_EXPORT DAT_RETURN dat_evd_enable(DAT_EVD_HANDLE h) {
@@ -427,8 +416,8 @@ DAT12_EXPORT DAT_RETURN dat_evd_dequeue(DAT_EVD_HANDLE h, DAT_EVENT *event) {
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold,
-                                     DAT_EVENT *event, DAT_COUNT *nmore) {
+DAT12_EXPORT DAT_RETURN dat_evd_wait(DAT_EVD_HANDLE h, DAT_TIMEOUT timeout, DAT_COUNT threshold, DAT_EVENT *event,
+                                     DAT_COUNT *nmore) {
     EVD_OR_INVALID(h);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_EVENT e;
@@ -479,9 +468,9 @@ DAT12_EXPORT DAT_RETURN dat_cno_create(DAT_IA_HANDLE h, DAT_OS_WAIT_PROXY_AGENT 
     });
 }
 
-#define CNO_OR_INVALID(h)                                                                          \
-    Obj *cno = as(h, DAT_HANDLE_TYPE_CNO);                                                         \
-    if (!cno)                                                                                      \
+#define CNO_OR_INVALID(h)                                                                                              \
+    Obj *cno = as(h, DAT_HANDLE_TYPE_CNO);                                                                             \
+    if (!cno)                                                                                                          \
     return invalid_handle(DAT_INVALID_HANDLE_CNO)
 
 DAT12_EXPORT DAT_RETURN dat_cno_modify_agent(DAT_CNO_HANDLE h, DAT_OS_WAIT_PROXY_AGENT agent) {
@@ -548,12 +537,11 @@ DAT_RETURN ep_create(const char *call, DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EV
         const auto request20 = to20(request_evd, DAT_HANDLE_TYPE_EVD);
         const auto connect20 = to20(connect_evd, DAT_HANDLE_TYPE_EVD);
         v2::DAT_EP_HANDLE ep20 = nullptr;
-        v2::DAT_RETURN r =
-            with_srq ? ia->p20->ep_create_with_srq_func(ia->h20, pz20, recv20, request20, connect20,
-                                                        to20(srq, DAT_HANDLE_TYPE_SRQ), attr ? &a : nullptr,
-                                                        out ? &ep20 : nullptr)
-                     : ia->p20->ep_create_func(ia->h20, pz20, recv20, request20, connect20, attr ? &a : nullptr,
-                                               out ? &ep20 : nullptr);
+        v2::DAT_RETURN r = with_srq ? ia->p20->ep_create_with_srq_func(ia->h20, pz20, recv20, request20, connect20,
+                                                                       to20(srq, DAT_HANDLE_TYPE_SRQ),
+                                                                       attr ? &a : nullptr, out ? &ep20 : nullptr)
+                                    : ia->p20->ep_create_func(ia->h20, pz20, recv20, request20, connect20,
+                                                              attr ? &a : nullptr, out ? &ep20 : nullptr);
         if (r)
             return ret12(r);
         return created<&v2::DAT_PROVIDER::ep_free_func>(ia, DAT_HANDLE_TYPE_EP, ep20, out);
@@ -563,21 +551,20 @@ DAT_RETURN ep_create(const char *call, DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_EV
 } // namespace
 
 DAT12_EXPORT DAT_RETURN dat_ep_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
-                                      DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
-                                      const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
+                                      DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd, const DAT_EP_ATTR *attr,
+                                      DAT_EP_HANDLE *out) {
     return ep_create(FN, ia, pz, recv_evd, request_evd, connect_evd, false, DAT_HANDLE_NULL, attr, out);
 }
 
 DAT12_EXPORT DAT_RETURN dat_ep_create_with_srq(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, DAT_EVD_HANDLE recv_evd,
                                                DAT_EVD_HANDLE request_evd, DAT_EVD_HANDLE connect_evd,
-                                               DAT_SRQ_HANDLE srq, const DAT_EP_ATTR *attr,
-                                               DAT_EP_HANDLE *out) {
+                                               DAT_SRQ_HANDLE srq, const DAT_EP_ATTR *attr, DAT_EP_HANDLE *out) {
     return ep_create(FN, ia, pz, recv_evd, request_evd, connect_evd, true, srq, attr, out);
 }
 
-#define EP_OR_INVALID(h)                                                                           \
-    Obj *ep = as(h, DAT_HANDLE_TYPE_EP);                                                           \
-    if (!ep)                                                                                       \
+#define EP_OR_INVALID(h)                                                                                               \
+    Obj *ep = as(h, DAT_HANDLE_TYPE_EP);                                                                               \
+    if (!ep)                                                                                                           \
     return invalid_handle(DAT_INVALID_HANDLE_EP)
 
 DAT12_EXPORT DAT_RETURN dat_ep_query(DAT_EP_HANDLE h, DAT_EP_PARAM_MASK mask, DAT_EP_PARAM *param) {
@@ -618,14 +605,13 @@ DAT12_EXPORT DAT_RETURN dat_ep_connect(DAT_EP_HANDLE h, DAT_IA_ADDRESS_PTR addr,
                                        DAT_CONNECT_FLAGS flags) {
     EP_OR_INVALID(h);
     return guarded(FN, [&] {
-        return ret12(ep->p20->ep_connect_func(ep->h20, addr, qual, timeout, size, data,
-                                              static_cast<v2::DAT_QOS>(qos),
+        return ret12(ep->p20->ep_connect_func(ep->h20, addr, qual, timeout, size, data, static_cast<v2::DAT_QOS>(qos),
                                               static_cast<v2::DAT_CONNECT_FLAGS>(flags)));
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_ep_dup_connect(DAT_EP_HANDLE h, DAT_EP_HANDLE dup, DAT_TIMEOUT timeout,
-                                           DAT_COUNT size, const DAT_PVOID data, DAT_QOS qos) {
+DAT12_EXPORT DAT_RETURN dat_ep_dup_connect(DAT_EP_HANDLE h, DAT_EP_HANDLE dup, DAT_TIMEOUT timeout, DAT_COUNT size,
+                                           const DAT_PVOID data, DAT_QOS qos) {
     EP_OR_INVALID(h);
     return guarded(FN, [&] {
         return ret12(ep->p20->ep_dup_connect_func(ep->h20, to20(dup, DAT_HANDLE_TYPE_EP), timeout, size, data,
@@ -635,13 +621,12 @@ DAT12_EXPORT DAT_RETURN dat_ep_dup_connect(DAT_EP_HANDLE h, DAT_EP_HANDLE dup, D
 
 DAT12_EXPORT DAT_RETURN dat_ep_disconnect(DAT_EP_HANDLE h, DAT_CLOSE_FLAGS flags) {
     EP_OR_INVALID(h);
-    return guarded(FN, [&] {
-        return ret12(ep->p20->ep_disconnect_func(ep->h20, static_cast<v2::DAT_CLOSE_FLAGS>(flags)));
-    });
+    return guarded(
+        FN, [&] { return ret12(ep->p20->ep_disconnect_func(ep->h20, static_cast<v2::DAT_CLOSE_FLAGS>(flags))); });
 }
 
-DAT12_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                                         DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags) {
+DAT12_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                                         DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
     const char *call = FN; // __func__ inside the lambda would be its operator()
     return guarded(call, [&]() -> DAT_RETURN {
@@ -653,8 +638,8 @@ DAT12_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_T
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                                         DAT_DTO_COOKIE cookie, DAT_COMPLETION_FLAGS flags) {
+DAT12_EXPORT DAT_RETURN dat_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                                         DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
     const char *call = FN;
     return guarded(call, [&]() -> DAT_RETURN {
@@ -666,9 +651,8 @@ DAT12_EXPORT DAT_RETURN dat_ep_post_recv(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_T
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                                              DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
-                                              DAT_COMPLETION_FLAGS flags) {
+DAT12_EXPORT DAT_RETURN dat_ep_post_rdma_read(DAT_EP_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+                                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
     EP_OR_INVALID(h);
     const char *call = FN;
     return guarded(call, [&]() -> DAT_RETURN {
@@ -708,9 +692,8 @@ DAT12_EXPORT DAT_RETURN dat_ep_get_status(DAT_EP_HANDLE h, DAT_EP_STATE *state, 
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_EP_STATE s{};
         v2::DAT_BOOLEAN ri{}, qi{};
-        if (v2::DAT_RETURN r = ep->p20->ep_get_status_func(ep->h20, state ? &s : nullptr,
-                                                            recv_idle ? &ri : nullptr,
-                                                            request_idle ? &qi : nullptr))
+        if (v2::DAT_RETURN r = ep->p20->ep_get_status_func(ep->h20, state ? &s : nullptr, recv_idle ? &ri : nullptr,
+                                                           request_idle ? &qi : nullptr))
             return ret12(r);
         if (state)
             *state = ep_state12(s);
@@ -752,9 +735,8 @@ DAT12_EXPORT DAT_RETURN dat_ep_set_watermark(DAT_EP_HANDLE h, DAT_COUNT soft, DA
 // DAT 1.2's eleven arguments: the addresses are virtual (DAT_VA_TYPE_VA).
 DAT12_EXPORT DAT_RETURN dat_lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_REGION_DESCRIPTION region,
                                        DAT_VLEN length, DAT_PZ_HANDLE pz, DAT_MEM_PRIV_FLAGS privileges,
-                                       DAT_LMR_HANDLE *lmr, DAT_LMR_CONTEXT *lmr_context,
-                                       DAT_RMR_CONTEXT *rmr_context, DAT_VLEN *registered_length,
-                                       DAT_VADDR *registered_address) {
+                                       DAT_LMR_HANDLE *lmr, DAT_LMR_CONTEXT *lmr_context, DAT_RMR_CONTEXT *rmr_context,
+                                       DAT_VLEN *registered_length, DAT_VADDR *registered_address) {
     Obj *ia = as(h, DAT_HANDLE_TYPE_IA);
     if (!ia)
         return invalid_handle(DAT_INVALID_HANDLE_IA);
@@ -774,10 +756,10 @@ DAT12_EXPORT DAT_RETURN dat_lmr_create(DAT_IA_HANDLE h, DAT_MEM_TYPE type, DAT_R
         }
         privileges = static_cast<DAT_MEM_PRIV_FLAGS>(privileges & ~DAT_MEM_PRIV_RO_DISABLE_FLAG);
         v2::DAT_LMR_HANDLE lmr20 = nullptr;
-        if (v2::DAT_RETURN r = ia->p20->lmr_create_func(
-                ia->h20, t20, r20, length, to20(pz, DAT_HANDLE_TYPE_PZ),
-                static_cast<v2::DAT_MEM_PRIV_FLAGS>(privileges), v2::DAT_VA_TYPE_VA, lmr ? &lmr20 : nullptr,
-                lmr_context, rmr_context, registered_length, registered_address))
+        if (v2::DAT_RETURN r = ia->p20->lmr_create_func(ia->h20, t20, r20, length, to20(pz, DAT_HANDLE_TYPE_PZ),
+                                                        static_cast<v2::DAT_MEM_PRIV_FLAGS>(privileges),
+                                                        v2::DAT_VA_TYPE_VA, lmr ? &lmr20 : nullptr, lmr_context,
+                                                        rmr_context, registered_length, registered_address))
             return ret12(r, {1, 2, 3, 4, 5, 6, 0, 7, 8, 9, 10, 11});
         return created<&v2::DAT_PROVIDER::lmr_free_func>(ia, DAT_HANDLE_TYPE_LMR, lmr20, lmr);
     });
@@ -857,17 +839,17 @@ DAT12_EXPORT DAT_RETURN dat_rmr_create(DAT_PZ_HANDLE h, DAT_RMR_HANDLE *out) {
     });
 }
 
-#define RMR_OR_INVALID(h)                                                                          \
-    Obj *rmr = as(h, DAT_HANDLE_TYPE_RMR);                                                         \
-    if (!rmr)                                                                                      \
+#define RMR_OR_INVALID(h)                                                                                              \
+    Obj *rmr = as(h, DAT_HANDLE_TYPE_RMR);                                                                             \
+    if (!rmr)                                                                                                          \
     return invalid_handle(DAT_INVALID_HANDLE_RMR)
 
 DAT12_EXPORT DAT_RETURN dat_rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK mask, DAT_RMR_PARAM *param) {
     RMR_OR_INVALID(h);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_RMR_PARAM p{};
-        if (v2::DAT_RETURN r = rmr->p20->rmr_query_func(rmr->h20, static_cast<v2::DAT_RMR_PARAM_MASK>(mask),
-                                                         param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                rmr->p20->rmr_query_func(rmr->h20, static_cast<v2::DAT_RMR_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_RMR_PARAM out{};
         out.ia_handle = rmr->ia;
@@ -881,9 +863,9 @@ DAT12_EXPORT DAT_RETURN dat_rmr_query(DAT_RMR_HANDLE h, DAT_RMR_PARAM_MASK mask,
 }
 
 // DAT 1.2 names the LMR by the context in the triplet alone.
-DAT12_EXPORT DAT_RETURN dat_rmr_bind(DAT_RMR_HANDLE h, const DAT_LMR_TRIPLET *triplet,
-                                     DAT_MEM_PRIV_FLAGS privileges, DAT_EP_HANDLE ep, DAT_RMR_COOKIE cookie,
-                                     DAT_COMPLETION_FLAGS flags, DAT_RMR_CONTEXT *context) {
+DAT12_EXPORT DAT_RETURN dat_rmr_bind(DAT_RMR_HANDLE h, const DAT_LMR_TRIPLET *triplet, DAT_MEM_PRIV_FLAGS privileges,
+                                     DAT_EP_HANDLE ep, DAT_RMR_COOKIE cookie, DAT_COMPLETION_FLAGS flags,
+                                     DAT_RMR_CONTEXT *context) {
     RMR_OR_INVALID(h);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_LMR_TRIPLET t{};
@@ -910,16 +892,15 @@ DAT12_EXPORT DAT_RETURN dat_rmr_free(DAT_RMR_HANDLE h) {
 
 // ---- service points ---------------------------------------------------------------
 
-DAT12_EXPORT DAT_RETURN dat_psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd,
-                                       DAT_PSP_FLAGS flags, DAT_PSP_HANDLE *out) {
+DAT12_EXPORT DAT_RETURN dat_psp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EVD_HANDLE evd, DAT_PSP_FLAGS flags,
+                                       DAT_PSP_HANDLE *out) {
     Obj *ia = as(h, DAT_HANDLE_TYPE_IA);
     if (!ia)
         return invalid_handle(DAT_INVALID_HANDLE_IA);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_PSP_HANDLE psp20 = nullptr;
         if (v2::DAT_RETURN r = ia->p20->psp_create_func(ia->h20, qual, to20(evd, DAT_HANDLE_TYPE_EVD),
-                                                         static_cast<v2::DAT_PSP_FLAGS>(flags),
-                                                         out ? &psp20 : nullptr))
+                                                        static_cast<v2::DAT_PSP_FLAGS>(flags), out ? &psp20 : nullptr))
             return ret12(r);
         return created<&v2::DAT_PROVIDER::psp_free_func>(ia, DAT_HANDLE_TYPE_PSP, psp20, out);
     });
@@ -932,9 +913,9 @@ DAT12_EXPORT DAT_RETURN dat_psp_create_any(DAT_IA_HANDLE h, DAT_CONN_QUAL *qual,
         return invalid_handle(DAT_INVALID_HANDLE_IA);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_PSP_HANDLE psp20 = nullptr;
-        if (v2::DAT_RETURN r = ia->p20->psp_create_any_func(ia->h20, qual, to20(evd, DAT_HANDLE_TYPE_EVD),
-                                                             static_cast<v2::DAT_PSP_FLAGS>(flags),
-                                                             out ? &psp20 : nullptr))
+        if (v2::DAT_RETURN r =
+                ia->p20->psp_create_any_func(ia->h20, qual, to20(evd, DAT_HANDLE_TYPE_EVD),
+                                             static_cast<v2::DAT_PSP_FLAGS>(flags), out ? &psp20 : nullptr))
             return ret12(r);
         return created<&v2::DAT_PROVIDER::psp_free_func>(ia, DAT_HANDLE_TYPE_PSP, psp20, out);
     });
@@ -946,8 +927,8 @@ DAT12_EXPORT DAT_RETURN dat_psp_query(DAT_PSP_HANDLE h, DAT_PSP_PARAM_MASK mask,
         return invalid_handle(DAT_INVALID_HANDLE_PSP);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_PSP_PARAM p{};
-        if (v2::DAT_RETURN r = psp->p20->psp_query_func(psp->h20, static_cast<v2::DAT_PSP_PARAM_MASK>(mask),
-                                                         param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                psp->p20->psp_query_func(psp->h20, static_cast<v2::DAT_PSP_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_PSP_PARAM out{};
         out.ia_handle = psp->ia;
@@ -971,15 +952,15 @@ DAT12_EXPORT DAT_RETURN dat_psp_free(DAT_PSP_HANDLE h) {
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_rsp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep,
-                                       DAT_EVD_HANDLE evd, DAT_RSP_HANDLE *out) {
+DAT12_EXPORT DAT_RETURN dat_rsp_create(DAT_IA_HANDLE h, DAT_CONN_QUAL qual, DAT_EP_HANDLE ep, DAT_EVD_HANDLE evd,
+                                       DAT_RSP_HANDLE *out) {
     Obj *ia = as(h, DAT_HANDLE_TYPE_IA);
     if (!ia)
         return invalid_handle(DAT_INVALID_HANDLE_IA);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_RSP_HANDLE rsp20 = nullptr;
         if (v2::DAT_RETURN r = ia->p20->rsp_create_func(ia->h20, qual, to20(ep, DAT_HANDLE_TYPE_EP),
-                                                         to20(evd, DAT_HANDLE_TYPE_EVD), out ? &rsp20 : nullptr))
+                                                        to20(evd, DAT_HANDLE_TYPE_EVD), out ? &rsp20 : nullptr))
             return ret12(r);
         return created<&v2::DAT_PROVIDER::rsp_free_func>(ia, DAT_HANDLE_TYPE_RSP, rsp20, out);
     });
@@ -991,8 +972,8 @@ DAT12_EXPORT DAT_RETURN dat_rsp_query(DAT_RSP_HANDLE h, DAT_RSP_PARAM_MASK mask,
         return invalid_handle(DAT_INVALID_HANDLE_RSP);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_RSP_PARAM p{};
-        if (v2::DAT_RETURN r = rsp->p20->rsp_query_func(rsp->h20, static_cast<v2::DAT_RSP_PARAM_MASK>(mask),
-                                                         param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                rsp->p20->rsp_query_func(rsp->h20, static_cast<v2::DAT_RSP_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_RSP_PARAM out{};
         out.ia_handle = rsp->ia;
@@ -1036,8 +1017,8 @@ DAT12_EXPORT DAT_RETURN dat_pz_query(DAT_PZ_HANDLE h, DAT_PZ_PARAM_MASK mask, DA
         return invalid_handle(DAT_INVALID_HANDLE_PZ);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_PZ_PARAM p{};
-        if (v2::DAT_RETURN r = pz->p20->pz_query_func(pz->h20, static_cast<v2::DAT_PZ_PARAM_MASK>(mask),
-                                                       param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                pz->p20->pz_query_func(pz->h20, static_cast<v2::DAT_PZ_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         param->ia_handle = pz->ia;
         return DAT_SUCCESS;
@@ -1060,24 +1041,23 @@ DAT12_EXPORT DAT_RETURN dat_pz_free(DAT_PZ_HANDLE h) {
 
 static_assert(sizeof(DAT_SRQ_ATTR) == sizeof(v2::DAT_SRQ_ATTR));
 
-DAT12_EXPORT DAT_RETURN dat_srq_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_SRQ_ATTR *attr,
-                                       DAT_SRQ_HANDLE *out) {
+DAT12_EXPORT DAT_RETURN dat_srq_create(DAT_IA_HANDLE h, DAT_PZ_HANDLE pz, DAT_SRQ_ATTR *attr, DAT_SRQ_HANDLE *out) {
     Obj *ia = as(h, DAT_HANDLE_TYPE_IA);
     if (!ia)
         return invalid_handle(DAT_INVALID_HANDLE_IA);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_SRQ_HANDLE srq20 = nullptr;
-        if (v2::DAT_RETURN r = ia->p20->srq_create_func(ia->h20, to20(pz, DAT_HANDLE_TYPE_PZ),
-                                                         reinterpret_cast<v2::DAT_SRQ_ATTR *>(attr),
-                                                         out ? &srq20 : nullptr))
+        if (v2::DAT_RETURN r =
+                ia->p20->srq_create_func(ia->h20, to20(pz, DAT_HANDLE_TYPE_PZ),
+                                         reinterpret_cast<v2::DAT_SRQ_ATTR *>(attr), out ? &srq20 : nullptr))
             return ret12(r);
         return created<&v2::DAT_PROVIDER::srq_free_func>(ia, DAT_HANDLE_TYPE_SRQ, srq20, out);
     });
 }
 
-#define SRQ_OR_INVALID(h)                                                                          \
-    Obj *srq = as(h, DAT_HANDLE_TYPE_SRQ);                                                         \
-    if (!srq)                                                                                      \
+#define SRQ_OR_INVALID(h)                                                                                              \
+    Obj *srq = as(h, DAT_HANDLE_TYPE_SRQ);                                                                             \
+    if (!srq)                                                                                                          \
     return invalid_handle(DAT_INVALID_HANDLE_SRQ)
 
 DAT12_EXPORT DAT_RETURN dat_srq_free(DAT_SRQ_HANDLE h) {
@@ -1090,8 +1070,7 @@ DAT12_EXPORT DAT_RETURN dat_srq_free(DAT_SRQ_HANDLE h) {
     });
 }
 
-DAT12_EXPORT DAT_RETURN dat_srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
-                                          DAT_DTO_COOKIE cookie) {
+DAT12_EXPORT DAT_RETURN dat_srq_post_recv(DAT_SRQ_HANDLE h, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie) {
     SRQ_OR_INVALID(h);
     const char *call = FN;
     return guarded(call, [&]() -> DAT_RETURN {
@@ -1106,8 +1085,8 @@ DAT12_EXPORT DAT_RETURN dat_srq_query(DAT_SRQ_HANDLE h, DAT_SRQ_PARAM_MASK mask,
     SRQ_OR_INVALID(h);
     return guarded(FN, [&]() -> DAT_RETURN {
         v2::DAT_SRQ_PARAM p{};
-        if (v2::DAT_RETURN r = srq->p20->srq_query_func(srq->h20, static_cast<v2::DAT_SRQ_PARAM_MASK>(mask),
-                                                         param ? &p : nullptr))
+        if (v2::DAT_RETURN r =
+                srq->p20->srq_query_func(srq->h20, static_cast<v2::DAT_SRQ_PARAM_MASK>(mask), param ? &p : nullptr))
             return ret12(r);
         DAT_SRQ_PARAM out{};
         out.ia_handle = srq->ia;

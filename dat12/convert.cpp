@@ -17,7 +17,9 @@ namespace {
 
 constexpr DAT_VLEN kMaxSeg = std::numeric_limits<v2::DAT_SEG_LENGTH>::max();
 
-v2::DAT_SEG_LENGTH seg20(DAT_VLEN v) { return v > kMaxSeg ? static_cast<v2::DAT_SEG_LENGTH>(kMaxSeg) : static_cast<v2::DAT_SEG_LENGTH>(v); }
+v2::DAT_SEG_LENGTH seg20(DAT_VLEN v) {
+    return v > kMaxSeg ? static_cast<v2::DAT_SEG_LENGTH>(kMaxSeg) : static_cast<v2::DAT_SEG_LENGTH>(v);
+}
 
 } // namespace
 
@@ -39,8 +41,7 @@ DAT_SRQ_STATE srq_state12(v2::DAT_SRQ_STATE s) {
 }
 
 static DAT_DTO_COMPLETION_STATUS dto_status12(v2::DAT_DTO_COMPLETION_STATUS s) {
-    return s > v2::DAT_RMR_OPERATION_FAILED ? DAT_DTO_ERR_LOCAL_PROTECTION
-                                             : static_cast<DAT_DTO_COMPLETION_STATUS>(s);
+    return s > v2::DAT_RMR_OPERATION_FAILED ? DAT_DTO_ERR_LOCAL_PROTECTION : static_cast<DAT_DTO_COMPLETION_STATUS>(s);
 }
 
 bool event12(Obj *evd, const v2::DAT_EVENT &in, DAT_EVENT *out) {
@@ -198,8 +199,8 @@ void provider_attr12(const v2::DAT_PROVIDER_ATTR &in, DAT_PROVIDER_ATTR *out) {
     a->lmr_mem_types_supported = static_cast<DAT_MEM_TYPE>(in.lmr_mem_types_supported);
     a->iov_ownership_on_return = static_cast<DAT_IOV_OWNERSHIP>(in.iov_ownership_on_return);
     a->dat_qos_supported = static_cast<DAT_QOS>(in.dat_qos_supported);
-    a->completion_flags_supported = static_cast<DAT_COMPLETION_FLAGS>(
-        in.completion_flags_supported & (DAT_COMPLETION_EVD_THRESHOLD_FLAG * 2 - 1));
+    a->completion_flags_supported =
+        static_cast<DAT_COMPLETION_FLAGS>(in.completion_flags_supported & (DAT_COMPLETION_EVD_THRESHOLD_FLAG * 2 - 1));
     a->is_thread_safe = static_cast<DAT_BOOLEAN>(in.is_thread_safe);
     a->max_private_data_size = in.max_private_data_size;
     a->supports_multipath = static_cast<DAT_BOOLEAN>(in.supports_multipath);

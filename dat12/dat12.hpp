@@ -33,11 +33,11 @@ struct Obj {
     const DAT_PROVIDER *table; // DAT 1.2: the first word of every handle
     std::atomic<std::uint32_t> magic;
     DAT_HANDLE_TYPE type;
-    v2::DAT_HANDLE h20;           // the DAT 2.0 object; for an IA the provider's IA
-    const v2::DAT_PROVIDER *p20;  // its provider's table
-    DAT_CONTEXT context;          // the 1.2 consumer's
-    Obj *ia;                      // owning IA; an IA's is itself
-    Obj *prev, *next;             // the IA's objects (objects.cpp), freed with it
+    v2::DAT_HANDLE h20;            // the DAT 2.0 object; for an IA the provider's IA
+    const v2::DAT_PROVIDER *p20;   // its provider's table
+    DAT_CONTEXT context;           // the 1.2 consumer's
+    Obj *ia;                       // owning IA; an IA's is itself
+    Obj *prev, *next;              // the IA's objects (objects.cpp), freed with it
     v2::DAT_IA_HANDLE registry_ia; // IA: libdat2's handle, for dat_ia_close
     Obj *async_evd;                // IA: the 1.2 handle of its async EVD
     DAT_OS_WAIT_PROXY_AGENT agent; // CNO: the consumer's agent; the provider calls ours

@@ -224,14 +224,10 @@ DAT_RETURN ret12(v2::DAT_RETURN r) noexcept {
     const v2::DAT_RETURN type = r & v2::kTypeMask;
     const DAT_RETURN sub = static_cast<DAT_RETURN>(subtype12(static_cast<int>(r & v2::kSubtypeMask)));
     switch (type) {
-    case v2::DAT_NOT_IMPLEMENTED:
-        return DAT_NOT_IMPLEMENTED | sub; // carries both class bits in DAT 1.2
-    case v2::DAT_RESERVED_LMR:
-        return cls | DAT_INVALID_STATE | sub;
-    case v2::DAT_PORT_IN_USE:
-        return cls | DAT_CONN_QUAL_IN_USE | sub;
-    case v2::DAT_COMM_NOT_SUPPORTED:
-        return cls | DAT_MODEL_NOT_SUPPORTED | sub;
+    case v2::DAT_NOT_IMPLEMENTED: return DAT_NOT_IMPLEMENTED | sub; // carries both class bits in DAT 1.2
+    case v2::DAT_RESERVED_LMR: return cls | DAT_INVALID_STATE | sub;
+    case v2::DAT_PORT_IN_USE: return cls | DAT_CONN_QUAL_IN_USE | sub;
+    case v2::DAT_COMM_NOT_SUPPORTED: return cls | DAT_MODEL_NOT_SUPPORTED | sub;
     default:
         if (type > v2::DAT_CONN_QUAL_UNAVAILABLE)
             return cls | DAT_INTERNAL_ERROR; // an extension's code

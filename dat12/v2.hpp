@@ -19,7 +19,7 @@
 namespace v2 {
 #include <dat2/udat.h>
 #include <dat2/dat_registry.h>
-}
+} // namespace v2
 
 // The dat2 macros this library needs, kept as constants before v2_unname.h
 // takes every dat2 macro away.
@@ -42,12 +42,10 @@ inline constexpr DAT_EP_PARAM_MASK kEpFieldComm = DAT_EP_FIELD_COMM;
 // The open is libdat2's private dat12_ia_openv, which lets a DAT 1.2 request
 // take u2.0 entries (its public dat_ia_openv refuses API 1 to 2.0 programs).
 extern "C" {
-v2::DAT_RETURN libdat2_ia_openv(const v2::DAT_NAME_PTR, v2::DAT_COUNT, v2::DAT_EVD_HANDLE *,
-                                v2::DAT_IA_HANDLE *, v2::DAT_UINT32, v2::DAT_UINT32,
-                                v2::DAT_BOOLEAN);
+v2::DAT_RETURN libdat2_ia_openv(const v2::DAT_NAME_PTR, v2::DAT_COUNT, v2::DAT_EVD_HANDLE *, v2::DAT_IA_HANDLE *,
+                                v2::DAT_UINT32, v2::DAT_UINT32, v2::DAT_BOOLEAN);
 v2::DAT_RETURN libdat2_ia_close(v2::DAT_IA_HANDLE, v2::DAT_CLOSE_FLAGS);
-v2::DAT_RETURN libdat2_registry_list_providers(v2::DAT_COUNT, v2::DAT_COUNT *,
-                                               v2::DAT_PROVIDER_INFO *(list[]));
+v2::DAT_RETURN libdat2_registry_list_providers(v2::DAT_COUNT, v2::DAT_COUNT *, v2::DAT_PROVIDER_INFO *(list[]));
 v2::DAT_RETURN libdat2_strerror(v2::DAT_RETURN, const char **, const char **);
 v2::DAT_RETURN libdat2_get_ia_handle(v2::DAT_IA_HANDLE, v2::DAT_IA_HANDLE *);
 }

@@ -6,8 +6,7 @@
 
 #include <stdio.h>
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     char *name = argc > 1 ? argv[1] : "ofi-tcp";
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL;
@@ -30,8 +29,7 @@ int main(int argc, char **argv)
     }
     printf("%s: adapter %s, vendor %s, provider %s %u.%u, DAT API %u.%u\n", name, ia_attr.adapter_name,
            ia_attr.vendor_name, provider_attr.provider_name, provider_attr.provider_version_major,
-           provider_attr.provider_version_minor, provider_attr.dapl_version_major,
-           provider_attr.dapl_version_minor);
+           provider_attr.provider_version_minor, provider_attr.dapl_version_major, provider_attr.dapl_version_minor);
     dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
     return 0;
 }

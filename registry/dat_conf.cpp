@@ -9,12 +9,11 @@
 namespace dat2 {
 
 const char *const kConfFieldNames[8] = {
-    "ia_name",          "api_version",      "thread_safety", "default_section",
-    "library_path",     "provider_version", "ia_params",     "platform_params",
+    "ia_name",      "api_version",      "thread_safety", "default_section",
+    "library_path", "provider_version", "ia_params",     "platform_params",
 };
 
-std::string ConfDiagnostic::to_string() const
-{
+std::string ConfDiagnostic::to_string() const {
     std::string s = file + ":" + std::to_string(line) + ": ";
     if (!field.empty())
         s += "field '" + field + "': ";
@@ -30,8 +29,7 @@ struct Token {
 
 // Splits one line into tokens. Returns false with `error` set on an
 // unterminated quote or a dangling escape.
-bool tokenize(std::string_view line, std::vector<Token> &out, std::string &error)
-{
+bool tokenize(std::string_view line, std::vector<Token> &out, std::string &error) {
     std::size_t i = 0;
     const std::size_t n = line.size();
     auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; };
@@ -79,8 +77,7 @@ bool tokenize(std::string_view line, std::vector<Token> &out, std::string &error
     return true;
 }
 
-bool parse_uint(std::string_view s, std::uint32_t &value)
-{
+bool parse_uint(std::string_view s, std::uint32_t &value) {
     if (s.empty() || s.size() > 9)
         return false;
     std::uint32_t v = 0;
@@ -94,16 +91,14 @@ bool parse_uint(std::string_view s, std::uint32_t &value)
 }
 
 // "MAJOR.MINOR" with both decimal.
-bool parse_major_minor(std::string_view s, std::uint32_t &major, std::uint32_t &minor)
-{
+bool parse_major_minor(std::string_view s, std::uint32_t &major, std::uint32_t &minor) {
     std::size_t dot = s.find('.');
     if (dot == std::string_view::npos)
         return false;
     return parse_uint(s.substr(0, dot), major) && parse_uint(s.substr(dot + 1), minor);
 }
 
-bool has_control_char(const std::string &s)
-{
+bool has_control_char(const std::string &s) {
     for (unsigned char c : s)
         if (c < 0x20 || c == 0x7f)
             return true;
@@ -112,8 +107,7 @@ bool has_control_char(const std::string &s)
 
 } // namespace
 
-ConfParseResult parse_dat_conf(std::string_view text, const std::string &file_name)
-{
+ConfParseResult parse_dat_conf(std::string_view text, const std::string &file_name) {
     ConfParseResult result;
     unsigned line_no = 0;
     std::size_t pos = 0;
@@ -172,8 +166,7 @@ ConfParseResult parse_dat_conf(std::string_view text, const std::string &file_na
             continue;
         }
         if (e.ia_name.size() >= DAT_NAME_MAX_LENGTH) {
-            diag(kConfFieldNames[0], "name is " + std::to_string(e.ia_name.size()) +
-                                         " bytes, expected fewer than " +
+            diag(kConfFieldNames[0], "name is " + std::to_string(e.ia_name.size()) + " bytes, expected fewer than " +
                                          std::to_string(DAT_NAME_MAX_LENGTH));
             continue;
         }
@@ -213,8 +206,7 @@ ConfParseResult parse_dat_conf(std::string_view text, const std::string &file_na
         {
             const std::string &pv = tokens[5].text;
             std::size_t last = pv.rfind('.');
-            std::size_t mid = last == std::string::npos || last == 0 ? std::string::npos
-                                                                      : pv.rfind('.', last - 1);
+            std::size_t mid = last == std::string::npos || last == 0 ? std::string::npos : pv.rfind('.', last - 1);
             if (mid == std::string::npos || mid == 0 ||
                 !parse_uint(std::string_view(pv).substr(mid + 1, last - mid - 1), e.provider_major) ||
                 !parse_uint(std::string_view(pv).substr(last + 1), e.provider_minor)) {

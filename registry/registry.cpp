@@ -72,14 +72,12 @@ struct State {
     std::vector<IaSlot> ias = std::vector<IaSlot>(1); // slot 0 is DAT_HANDLE_NULL
 };
 
-State &state()
-{
+State &state() {
     // Never destroyed: consumers may close IAs from atexit handlers or from
     // destructors of their own statics.
     static State *s = new State;
     return *s;
 }
-
 
 void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
 {
@@ -93,8 +91,7 @@ void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
     g_known_count.store(n + 1, std::memory_order_release);
 }
 
-bool name_fits(const char *name)
-{
+bool name_fits(const char *name) {
     return name && std::memchr(name, '\0', DAT_NAME_MAX_LENGTH) != nullptr && name[0] != '\0';
 }
 
@@ -104,8 +101,7 @@ void ensure_config(State &s) // load_mu held
         return;
     s.config_loaded = true;
     s.libdat2_dir = object_directory(reinterpret_cast<const void *>(&ensure_config));
-    DAT2_LOG(log::kStaticRegistry, "static registry: libdat2 %s (dat2) in %s", DAT2_VERSION,
-             s.libdat2_dir.c_str());
+    DAT2_LOG(log::kStaticRegistry, "static registry: libdat2 %s (dat2) in %s", DAT2_VERSION, s.libdat2_dir.c_str());
     StaticConfig cfg = read_static_config(s.libdat2_dir);
     for (auto &e : cfg.entries) {
         auto se = std::make_unique<StaticEntry>();
@@ -130,21 +126,20 @@ DynamicEntry *find_dynamic(State &s, const char *name) // table_mu held
 // the DAT 2.0 provider interface to DAT 1.x programs. Every provider this
 // registry loads implements that interface, whatever API its dat.conf entry
 // names, so such a request takes u2.0 entries as well as u1.x ones.
-DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT_UINT32 minor,
-                            DAT_BOOLEAN thread_safe, bool dat12, std::string &why)
-{
+DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT_UINT32 minor, DAT_BOOLEAN thread_safe,
+                            bool dat12, std::string &why) {
     if (dat12 && major == 1 && have.dapl_version_major == 2)
         minor = 0;
     else if (have.dapl_version_major != major) {
         why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
-              std::to_string(have.dapl_version_minor) + ", the application asks for " +
-              std::to_string(major) + "." + std::to_string(minor);
+              std::to_string(have.dapl_version_minor) + ", the application asks for " + std::to_string(major) + "." +
+              std::to_string(minor);
         return DAT_MAJOR_NOT_FOUND;
     }
     if (have.dapl_version_minor < minor) {
         why = "it implements DAT API " + std::to_string(have.dapl_version_major) + "." +
-              std::to_string(have.dapl_version_minor) + ", older than the " +
-              std::to_string(major) + "." + std::to_string(minor) + " the application asks for";
+              std::to_string(have.dapl_version_minor) + ", older than the " + std::to_string(major) + "." +
+              std::to_string(minor) + " the application asks for";
         return DAT_MINOR_NOT_FOUND;
     }
     if (thread_safe && !have.is_thread_safe) {
@@ -158,9 +153,7 @@ DAT_RETURN_SUBTYPE mismatch(const DAT_PROVIDER_INFO &have, DAT_UINT32 major, DAT
 
 // Calls into provider code, which may be C++ and throw: the registry's
 // state must survive that, so each call site learns of it as a failure.
-template <class F>
-bool provider_call(const char *what, const char *name, F &&f) noexcept
-{
+template <class F> bool provider_call(const char *what, const char *name, F &&f) noexcept {
     try {
         f();
         return true;
@@ -173,20 +166,18 @@ bool provider_call(const char *what, const char *name, F &&f) noexcept
 }
 
 // Finalizes an entry nobody holds any more. load_mu held, table_mu not.
-void finalize(State &s, StaticEntry &e)
-{
+void finalize(State &s, StaticEntry &e) {
     if (!e.initialized)
         return;
     e.initialized = false;
-    DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_fini for %s (%s)",
-             e.conf.ia_name.c_str(), e.library->path.c_str());
+    DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_fini for %s (%s)", e.conf.ia_name.c_str(),
+             e.library->path.c_str());
     provider_call("dat_provider_fini", e.conf.ia_name.c_str(), [&] { e.library->fini(&e.info); });
     // A provider that did not remove itself must not stay registered.
     std::lock_guard<std::mutex> table(s.table_mu);
     for (auto it = s.dynamics.begin(); it != s.dynamics.end();) {
         if ((*it)->owner == &e && (*it)->open_ias == 0) {
-            DAT2_LOG(log::kDynamicRegistry,
-                     "dynamic registry: %s did not remove itself in dat_provider_fini; removed",
+            DAT2_LOG(log::kDynamicRegistry, "dynamic registry: %s did not remove itself in dat_provider_fini; removed",
                      (*it)->info.ia_name);
             it = s.dynamics.erase(it);
         } else {
@@ -197,8 +188,7 @@ void finalize(State &s, StaticEntry &e)
 
 // Drops one reference taken by take_reference. Returns the entry to
 // finalize (call finalize() with load_mu held) or nullptr. table_mu held.
-StaticEntry *drop_reference(DynamicEntry *d)
-{
+StaticEntry *drop_reference(DynamicEntry *d) {
     --d->open_ias;
     if (StaticEntry *owner = d->owner)
         if (--owner->open_ias == 0)
@@ -214,8 +204,7 @@ void take_reference(DynamicEntry *d) // table_mu held
 }
 
 // Releases a reference from outside any lock, finalizing if it was the last.
-void release(State &s, DynamicEntry *d)
-{
+void release(State &s, DynamicEntry *d) {
     std::lock_guard<std::recursive_mutex> load(s.load_mu);
     StaticEntry *idle;
     {
@@ -231,17 +220,15 @@ void release(State &s, DynamicEntry *d)
 // Finds the provider serving `name`, loading and initializing the first
 // usable dat.conf entry if nobody registered that name yet, and takes a
 // reference on it. load_mu held. Returns nullptr with `code` set.
-DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor,
-                               DAT_BOOLEAN thread_safe, bool dat12, DAT_RETURN &code)
-{
+DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT_UINT32 minor, DAT_BOOLEAN thread_safe,
+                               bool dat12, DAT_RETURN &code) {
     ensure_config(s);
     {
         std::lock_guard<std::mutex> table(s.table_mu);
         if (DynamicEntry *d = find_dynamic(s, name)) {
             std::string why;
             if (DAT_RETURN_SUBTYPE sub = mismatch(d->info, major, minor, thread_safe, dat12, why)) {
-                DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name,
-                         why.c_str());
+                DAT2_ERR("dat_ia_open('%s'): the registered provider does not match: %s", name, why.c_str());
                 code = DAT_ERROR(DAT_PROVIDER_NOT_FOUND, sub);
                 return nullptr;
             }
@@ -259,9 +246,9 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
         any = true;
         std::string where = e.conf.file + ":" + std::to_string(e.conf.line);
         if (!e.conf.loadable()) {
-            reasons.push_back(where + ": entry is " +
-                              (e.conf.api_kind != 'u' ? "for kernel consumers ('k' API version)"
-                                                      : "marked nondefault (disabled)"));
+            reasons.push_back(
+                where + ": entry is " +
+                (e.conf.api_kind != 'u' ? "for kernel consumers ('k' API version)" : "marked nondefault (disabled)"));
             continue;
         }
         std::string why;
@@ -280,11 +267,11 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
         }
         bool init_ok = true;
         if (!e.initialized) {
-            DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_init for %s from %s",
-                     name, e.library->path.c_str());
+            DAT2_LOG(log::kStaticRegistry, "static registry: dat_provider_init for %s from %s", name,
+                     e.library->path.c_str());
             e.initialized = true;
-            init_ok = provider_call("dat_provider_init", name,
-                                    [&] { e.library->init(&e.info, e.conf.ia_params.c_str()); });
+            init_ok =
+                provider_call("dat_provider_init", name, [&] { e.library->init(&e.info, e.conf.ia_params.c_str()); });
         }
         {
             std::lock_guard<std::mutex> table(s.table_mu);
@@ -298,10 +285,8 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
             }
         }
         reasons.push_back(where + ": " + e.library->path +
-                          (init_ok ? ": dat_provider_init did not register a provider named '" +
-                                         std::string(name) +
-                                         "' (the provider rejected its ia_params \"" +
-                                         e.conf.ia_params +
+                          (init_ok ? ": dat_provider_init did not register a provider named '" + std::string(name) +
+                                         "' (the provider rejected its ia_params \"" + e.conf.ia_params +
                                          "\" or found no device; its own log may say more)"
                                    : ": dat_provider_init failed"));
         subtype = DAT_NAME_NOT_REGISTERED;
@@ -336,8 +321,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
     return nullptr;
 }
 
-const char *strip_ro_aware(const char *name)
-{
+const char *strip_ro_aware(const char *name) {
     // dat_ia_open(3DAT): the RO_AWARE_ prefix is removed before the lookup.
     static const char kRoAware[] = "RO_AWARE_";
     if (std::strncmp(name, kRoAware, sizeof kRoAware - 1) == 0 && name[sizeof kRoAware - 1])
@@ -347,8 +331,7 @@ const char *strip_ro_aware(const char *name)
 
 } // namespace
 
-bool known_provider_scan(const DAT_PROVIDER *p) noexcept
-{
+bool known_provider_scan(const DAT_PROVIDER *p) noexcept {
     std::size_t n = g_known_count.load(std::memory_order_acquire);
     for (std::size_t i = 1; i < n; ++i)
         if (g_known[i].load(std::memory_order_relaxed) == p)
@@ -356,22 +339,19 @@ bool known_provider_scan(const DAT_PROVIDER *p) noexcept
     return n == kMaxKnownProviders;
 }
 
-DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info)
-{
+DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info) {
     if (!provider)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     if (!info || !name_fits(info->ia_name))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     if (!provider->ia_open_func || !provider->ia_close_func) {
-        DAT2_ERR("dat_registry_add_provider('%s'): provider table has no ia_open or ia_close",
-                 info->ia_name);
+        DAT2_ERR("dat_registry_add_provider('%s'): provider table has no ia_open or ia_close", info->ia_name);
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     }
     State &s = state();
     std::lock_guard<std::mutex> table(s.table_mu);
     if (find_dynamic(s, info->ia_name)) {
-        DAT2_LOG(log::kDynamicRegistry, "dynamic registry: '%s' is already registered",
-                 info->ia_name);
+        DAT2_LOG(log::kDynamicRegistry, "dynamic registry: '%s' is already registered", info->ia_name);
         return DAT_PROVIDER_ALREADY_REGISTERED;
     }
     auto d = std::make_unique<DynamicEntry>();
@@ -380,13 +360,11 @@ DAT_RETURN add_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *i
     s.dynamics.push_back(std::move(d));
     remember_provider(provider);
     DAT2_LOG(log::kDynamicRegistry, "dynamic registry: added '%s' (API %u.%u, %s)", info->ia_name,
-             info->dapl_version_major, info->dapl_version_minor,
-             info->is_thread_safe ? "threadsafe" : "nonthreadsafe");
+             info->dapl_version_major, info->dapl_version_minor, info->is_thread_safe ? "threadsafe" : "nonthreadsafe");
     return DAT_SUCCESS;
 }
 
-DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info)
-{
+DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO *info) {
     if (!provider)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     if (!info || !name_fits(info->ia_name))
@@ -394,8 +372,7 @@ DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO
     State &s = state();
     std::lock_guard<std::mutex> table(s.table_mu);
     auto it = std::find_if(s.dynamics.begin(), s.dynamics.end(), [&](const auto &d) {
-        return std::strncmp(d->info.ia_name, info->ia_name, DAT_NAME_MAX_LENGTH) == 0 &&
-               d->provider == provider;
+        return std::strncmp(d->info.ia_name, info->ia_name, DAT_NAME_MAX_LENGTH) == 0 && d->provider == provider;
     });
     if (it == s.dynamics.end())
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
@@ -407,8 +384,7 @@ DAT_RETURN remove_provider(const DAT_PROVIDER *provider, const DAT_PROVIDER_INFO
 }
 
 DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
-                          DAT_PROVIDER_INFO *(dat_provider_list[]))
-{
+                          DAT_PROVIDER_INFO *(dat_provider_list[])) {
     if (!entries_returned)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     State &s = state();
@@ -443,8 +419,7 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
     return DAT_SUCCESS;
 }
 
-DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer)
-{
+DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer) {
     if (!name_fits(name1))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     if (!name_fits(name2))
@@ -479,10 +454,8 @@ DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATI
     return DAT_SUCCESS;
 }
 
-DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
-                   DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
-                   DAT_BOOLEAN thread_safety, bool dat12)
-{
+DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle,
+                   DAT_UINT32 major, DAT_UINT32 minor, DAT_BOOLEAN thread_safety, bool dat12) {
     if (!name_fits(name))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
     if (async_evd_qlen < 0)
@@ -514,8 +487,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         }
     }
     if (slot >= kMaxIaHandles) {
-        DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name,
-                 kMaxIaHandles - 1);
+        DAT2_ERR("dat_ia_open('%s'): %zu IAs are open, the most libdat2 hands out", name, kMaxIaHandles - 1);
         release(s, provider);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     }
@@ -524,8 +496,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
     DAT_IA_HANDLE provider_ia = nullptr;
     DAT_RETURN ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     provider_call("ia_open", name, [&] {
-        ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen, async_evd,
-                                               &provider_ia);
+        ret = provider->provider->ia_open_func(provider->info.ia_name, async_evd_qlen, async_evd, &provider_ia);
     });
     if (ret == DAT_SUCCESS && provider_ia) {
         std::lock_guard<std::mutex> table(s.table_mu);
@@ -539,8 +510,8 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         ret = DAT_ERROR(DAT_INTERNAL_ERROR, 0); // "success" without an IA
     const char *major_msg = "", *minor_msg = "";
     dat_strerror(ret, &major_msg, &minor_msg);
-    DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg,
-             *minor_msg ? " " : "", minor_msg);
+    DAT2_ERR("dat_ia_open('%s'): the provider failed to open the IA: %s%s%s", name, major_msg, *minor_msg ? " " : "",
+             minor_msg);
     {
         std::lock_guard<std::mutex> table(s.table_mu);
         s.ias[slot] = IaSlot{};
@@ -549,8 +520,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
     return ret;
 }
 
-DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
-{
+DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags) {
     if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     State &s = state();
@@ -582,8 +552,7 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags)
     return DAT_SUCCESS;
 }
 
-DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
-{
+DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args) {
     if (!name_fits(name))
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
     name = strip_ro_aware(name);
@@ -600,9 +569,8 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
     if (auto f = provider->provider->handle_extendedop_func) {
         // As OFED does: the provider gets the name where a handle would be,
         // and the arguments that follow it.
-        provider_call("extension open", name, [&] {
-            ret = f(reinterpret_cast<DAT_HANDLE>(const_cast<char *>(name)), op, args);
-        });
+        provider_call("extension open", name,
+                      [&] { ret = f(reinterpret_cast<DAT_HANDLE>(const_cast<char *>(name)), op, args); });
     }
     if (ret != DAT_SUCCESS) {
         release(s, provider);
@@ -614,8 +582,7 @@ DAT_RETURN extension_open(const char *name, DAT_EXTENDED_OP op, va_list args)
     return ret;
 }
 
-DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
-{
+DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args) {
     const DAT_PROVIDER *table_ptr; // bytewise: the handle need not be aligned
     std::memcpy(&table_ptr, handle, sizeof table_ptr);
     State &s = state();
@@ -634,8 +601,7 @@ DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
     DAT_RETURN ret = DAT_NOT_IMPLEMENTED;
     if (auto f = table_ptr->handle_extendedop_func)
-        provider_call("extension close", provider->info.ia_name,
-                      [&] { ret = f(handle, op, args); });
+        provider_call("extension close", provider->info.ia_name, [&] { ret = f(handle, op, args); });
     if (ret == DAT_SUCCESS) {
         release(s, provider);
     } else {
@@ -645,8 +611,7 @@ DAT_RETURN extension_close(DAT_HANDLE handle, DAT_EXTENDED_OP op, va_list args)
     return ret;
 }
 
-DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out)
-{
+DAT_RETURN translate_ia(DAT_IA_HANDLE handle, DAT_IA_HANDLE *out) {
     State &s = state();
     std::lock_guard<std::mutex> table(s.table_mu);
     const auto value = reinterpret_cast<std::uintptr_t>(handle);

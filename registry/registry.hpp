@@ -22,9 +22,8 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
 DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATIONSHIP *answer);
 
 // `dat12`: for libdat.so.1, whose DAT 1.x requests also take u2.0 entries.
-DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd,
-                   DAT_IA_HANDLE *ia_handle, DAT_UINT32 major, DAT_UINT32 minor,
-                   DAT_BOOLEAN thread_safety, bool dat12 = false);
+DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle,
+                   DAT_UINT32 major, DAT_UINT32 minor, DAT_BOOLEAN thread_safety, bool dat12 = false);
 DAT_RETURN ia_close(DAT_IA_HANDLE ia_handle, DAT_CLOSE_FLAGS flags);
 
 // Consumer IA handle (small integer) <-> provider IA pointer. A value that is
@@ -42,8 +41,7 @@ bool known_provider_scan(const DAT_PROVIDER *p) noexcept;
 // True for a table some provider registered: dispatch refuses handles whose
 // first word is anything else. The first table is compared inline: every
 // DAT call asks, and a process nearly always has one provider.
-inline bool known_provider(const DAT_PROVIDER *p) noexcept
-{
+inline bool known_provider(const DAT_PROVIDER *p) noexcept {
     if (g_known_count.load(std::memory_order_acquire) > 0 && g_known[0].load(std::memory_order_relaxed) == p)
         return true;
     return known_provider_scan(p);

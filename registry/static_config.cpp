@@ -28,15 +28,13 @@ namespace dat2 {
 
 namespace {
 
-bool regular_file_exists(const std::string &path)
-{
+bool regular_file_exists(const std::string &path) {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 // Reads a whole file; on failure returns false with a reason.
-bool read_file(const std::string &path, std::string &out, std::string &why)
-{
+bool read_file(const std::string &path, std::string &out, std::string &why) {
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         why = std::strerror(errno);
@@ -52,8 +50,7 @@ bool read_file(const std::string &path, std::string &out, std::string &why)
     return true;
 }
 
-void read_one(StaticConfig &cfg, const std::string &path, const char *origin)
-{
+void read_one(StaticConfig &cfg, const std::string &path, const char *origin) {
     ConfFileStatus status{path, origin, false, ""};
     std::string text;
     if (read_file(path, text, status.error)) {
@@ -63,8 +60,8 @@ void read_one(StaticConfig &cfg, const std::string &path, const char *origin)
             DAT2_ERR("%s", d.to_string().c_str());
             cfg.diagnostics.push_back(std::move(d));
         }
-        DAT2_LOG(log::kStaticRegistry, "static registry: %zu entries from %s (%s)",
-                 parsed.entries.size(), path.c_str(), origin);
+        DAT2_LOG(log::kStaticRegistry, "static registry: %zu entries from %s (%s)", parsed.entries.size(), path.c_str(),
+                 origin);
         for (auto &e : parsed.entries)
             cfg.entries.push_back(std::move(e));
     } else {
@@ -75,8 +72,7 @@ void read_one(StaticConfig &cfg, const std::string &path, const char *origin)
 
 } // namespace
 
-std::string object_directory(const void *address)
-{
+std::string object_directory(const void *address) {
     Dl_info info;
     if (::dladdr(address, &info) == 0 || !info.dli_fname)
         return ".";
@@ -104,8 +100,7 @@ namespace {
 
 // The install prefix of a libdat2 in `libdat2_dir`, when that directory is
 // <prefix>/<libdir>; empty otherwise (a build tree, or a copy elsewhere).
-std::string install_prefix_of(const std::string &libdat2_dir)
-{
+std::string install_prefix_of(const std::string &libdat2_dir) {
     const std::string libdir = DAT2_INSTALL_LIBDIR;
     if (libdir.empty() || libdir[0] == '/')
         return libdat2_dir == libdir ? std::string("/") : std::string();
@@ -117,15 +112,11 @@ std::string install_prefix_of(const std::string &libdat2_dir)
     return prefix.empty() ? "/" : prefix;
 }
 
-std::string join(const std::string &dir, const std::string &name)
-{
-    return dir == "/" ? "/" + name : dir + "/" + name;
-}
+std::string join(const std::string &dir, const std::string &name) { return dir == "/" ? "/" + name : dir + "/" + name; }
 
 } // namespace
 
-std::vector<ConfCandidate> conf_search_path(const std::string &libdat2_dir)
-{
+std::vector<ConfCandidate> conf_search_path(const std::string &libdat2_dir) {
     std::vector<ConfCandidate> path;
     auto add = [&](std::string p, const char *origin) {
         for (const auto &c : path)
@@ -145,8 +136,7 @@ std::vector<ConfCandidate> conf_search_path(const std::string &libdat2_dir)
     return path;
 }
 
-StaticConfig read_static_config(const std::string &libdat2_dir)
-{
+StaticConfig read_static_config(const std::string &libdat2_dir) {
     StaticConfig cfg;
     if (const char *override_path = tunable_value("DAT_OVERRIDE")) {
         cfg.searched.push_back({override_path, "DAT_OVERRIDE"});
@@ -172,8 +162,7 @@ namespace {
 // The loader's own reason out of Boost.DLL's message for a failed load,
 // "<what failed> (dlerror system message: <dlerror text>): <errno text>";
 // the errno part is noise (a missing file reads "Bad file descriptor").
-std::string loader_reason(const std::string &what)
-{
+std::string loader_reason(const std::string &what) {
     static const std::string open = "(dlerror system message: ";
     const std::size_t a = what.find(open);
     const std::size_t b = what.rfind("): ");
@@ -184,10 +173,8 @@ std::string loader_reason(const std::string &what)
 
 } // namespace
 
-std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library,
-                                                       const std::string &libdat2_dir,
-                                                       std::string &why)
-{
+std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library, const std::string &libdat2_dir,
+                                                       std::string &why) {
     auto lib = std::make_unique<ProviderLibrary>();
     // Resolve: absolute as is; relative beside libdat2 if it exists there,
     // else in its plugin directory; otherwise as given, so that a bare name
@@ -215,8 +202,8 @@ std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &librar
     } catch (const std::exception &e) {
         why = "cannot load " + path + ": " + loader_reason(e.what());
         if (searched_beside && path == library)
-            why += " (looked beside libdat2 in " + libdat2_dir + ", in " +
-                   plugin_directory(libdat2_dir) + " and on the library search path)";
+            why += " (looked beside libdat2 in " + libdat2_dir + ", in " + plugin_directory(libdat2_dir) +
+                   " and on the library search path)";
         return nullptr;
     }
     for (const char *symbol : {DAT_PROVIDER_INIT_FUNC_STR, DAT_PROVIDER_FINI_FUNC_STR})
@@ -230,8 +217,7 @@ std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &librar
     return lib;
 }
 
-DAT_PROVIDER_INFO provider_info_of(const ConfEntry &entry)
-{
+DAT_PROVIDER_INFO provider_info_of(const ConfEntry &entry) {
     DAT_PROVIDER_INFO info;
     std::memset(&info, 0, sizeof info);
     std::strncpy(info.ia_name, entry.ia_name.c_str(), DAT_NAME_MAX_LENGTH - 1);

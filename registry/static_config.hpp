@@ -69,8 +69,7 @@ struct ProviderLibrary {
 // (<libdir>/dat2), then (a bare name) on the dynamic loader's search path.
 // On failure returns nullptr and sets `why` to a sentence for the user that
 // carries dlerror()'s own text.
-std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library,
-                                                       const std::string &libdat2_dir,
+std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &library, const std::string &libdat2_dir,
                                                        std::string &why);
 
 // The DAT_PROVIDER_INFO an entry is registered and opened with.

@@ -40,7 +40,8 @@ struct CodeName {
     const char *name;
 };
 
-#define DAT2_NAME(n) {static_cast<DAT_UINT32>(n), #n}
+#define DAT2_NAME(n)                                                                                                   \
+    { static_cast<DAT_UINT32>(n), #n }
 
 // Every enumerator of DAT_RETURN_TYPE (26 with DAT_EXTENSION_BASE).
 // Sparse values (up to 0x3FFF0000), so searched linearly; 26 compares.
@@ -189,8 +190,7 @@ constexpr std::size_t kSubtypeCount = sizeof(kSubtypeNames) / sizeof(kSubtypeNam
 
 // DAT_THREAD_SAFETY_NOT_FOUND is the last enumerator; a subtype added to the
 // header after it, or one missing from the table, breaks the build here.
-static_assert(kSubtypeCount == DAT_THREAD_SAFETY_NOT_FOUND + 1,
-              "kSubtypeNames must list every DAT_RETURN_SUBTYPE");
+static_assert(kSubtypeCount == DAT_THREAD_SAFETY_NOT_FOUND + 1, "kSubtypeNames must list every DAT_RETURN_SUBTYPE");
 
 constexpr bool subtypes_are_indexed_by_value() {
     for (std::size_t i = 0; i < kSubtypeCount; ++i)
@@ -198,8 +198,7 @@ constexpr bool subtypes_are_indexed_by_value() {
             return false;
     return true;
 }
-static_assert(subtypes_are_indexed_by_value(),
-              "kSubtypeNames must be in DAT_RETURN_SUBTYPE order");
+static_assert(subtypes_are_indexed_by_value(), "kSubtypeNames must be in DAT_RETURN_SUBTYPE order");
 
 constexpr bool types_are_unique_and_in_mask() {
     for (const CodeName &a : kTypeNames) {
@@ -226,8 +225,7 @@ const char *subtype_name(DAT_UINT32 subtype) noexcept {
     return subtype < kSubtypeCount ? kSubtypeNames[subtype].name : nullptr;
 }
 
-DAT_RETURN decode(DAT_RETURN value, const char **major_message,
-                  const char **minor_message) noexcept {
+DAT_RETURN decode(DAT_RETURN value, const char **major_message, const char **minor_message) noexcept {
     if (major_message == nullptr)
         return DAT_INVALID_PARAMETER;
 
@@ -246,8 +244,7 @@ DAT_RETURN decode(DAT_RETURN value, const char **major_message,
 
 // The declaration in dat.h has no exception specification, so the definition
 // cannot add one; the work is done in the noexcept decode().
-extern "C" DAT2_EXPORT DAT_RETURN DAT_API dat_strerror(DAT_RETURN value,
-                                                       const char **major_message,
+extern "C" DAT2_EXPORT DAT_RETURN DAT_API dat_strerror(DAT_RETURN value, const char **major_message,
                                                        const char **minor_message) {
     return decode(value, major_message, minor_message);
 }

@@ -29,11 +29,11 @@ namespace {
 
 // Exit statuses (datinfo(1)).
 enum Exit : int {
-    kHealthy = 0,      // the default IA (or the one named) opens
-    kIaFails = 1,      // it does not open, or no entry has that name
-    kUsage = 2,        // bad command line
-    kNoConf = 3,       // no dat.conf found, or DAT_OVERRIDE's cannot be read
-    kMalformed = 4,    // a dat.conf has records that were skipped
+    kHealthy = 0,   // the default IA (or the one named) opens
+    kIaFails = 1,   // it does not open, or no entry has that name
+    kUsage = 2,     // bad command line
+    kNoConf = 3,    // no dat.conf found, or DAT_OVERRIDE's cannot be read
+    kMalformed = 4, // a dat.conf has records that were skipped
 };
 
 struct Options {
@@ -50,38 +50,31 @@ struct Options {
 // points at stderr, so the report (and --json) stays whole.
 FILE *g_out = stdout;
 
-void usage(FILE *out)
-{
-    std::fprintf(out,
-                 "usage: datinfo [-l] [--json] [--no-open | --probe [--timeout SEC]] [IA_NAME]\n"
-                 "       datinfo --version | --help\n"
-                 "  Lists the dat.conf files libdat2 reads (or every path it searched when it\n"
-                 "  found none), every entry with its file and line, whether its provider\n"
-                 "  library loads (and why not), and the attributes of each IA that opens.\n"
-                 "  -l, --list   one line per entry: name, library, ia_params, status\n"
-                 "  --json       the same as JSON on stdout (providers' own output goes to stderr)\n"
-                 "  --no-open    does not open the IAs\n"
-                 "  --probe      opens each entry in a child process, connects two IAs of it on\n"
-                 "               their own address and sends one message (a crash or a hang\n"
-                 "               rules out that entry only); --timeout SEC per entry (default 20)\n"
-                 "  --version    the version of datinfo and of the libdat2 it runs with\n"
-                 "Exit status: 0 when the default IA (the first usable entry, or IA_NAME) opens\n"
-                 "(and passes the probe with --probe); 1 when it does not or no entry has that\n"
-                 "name; 2 bad usage; 3 no dat.conf found or DAT_OVERRIDE's cannot be read;\n"
-                 "4 a dat.conf has malformed records. The reason goes to stderr.\n");
+void usage(FILE *out) {
+    std::fprintf(out, "usage: datinfo [-l] [--json] [--no-open | --probe [--timeout SEC]] [IA_NAME]\n"
+                      "       datinfo --version | --help\n"
+                      "  Lists the dat.conf files libdat2 reads (or every path it searched when it\n"
+                      "  found none), every entry with its file and line, whether its provider\n"
+                      "  library loads (and why not), and the attributes of each IA that opens.\n"
+                      "  -l, --list   one line per entry: name, library, ia_params, status\n"
+                      "  --json       the same as JSON on stdout (providers' own output goes to stderr)\n"
+                      "  --no-open    does not open the IAs\n"
+                      "  --probe      opens each entry in a child process, connects two IAs of it on\n"
+                      "               their own address and sends one message (a crash or a hang\n"
+                      "               rules out that entry only); --timeout SEC per entry (default 20)\n"
+                      "  --version    the version of datinfo and of the libdat2 it runs with\n"
+                      "Exit status: 0 when the default IA (the first usable entry, or IA_NAME) opens\n"
+                      "(and passes the probe with --probe); 1 when it does not or no entry has that\n"
+                      "name; 2 bad usage; 3 no dat.conf found or DAT_OVERRIDE's cannot be read;\n"
+                      "4 a dat.conf has malformed records. The reason goes to stderr.\n");
 }
 
 std::string quote(const std::string &s) { return dat2::tools::json_quote(s); }
 
 // A provider's fixed-size name field, which it may not have terminated.
-template <std::size_t N>
-std::string bounded(const char (&field)[N])
-{
-    return std::string(field, strnlen(field, N));
-}
+template <std::size_t N> std::string bounded(const char (&field)[N]) { return std::string(field, strnlen(field, N)); }
 
-std::string dat_error_text(DAT_RETURN r)
-{
+std::string dat_error_text(DAT_RETURN r) {
     const char *major = "", *minor = "";
     if (dat_strerror(r, &major, &minor) != DAT_SUCCESS)
         return "unknown DAT_RETURN";
@@ -91,8 +84,7 @@ std::string dat_error_text(DAT_RETURN r)
     return s;
 }
 
-std::string address_text(const DAT_IA_ADDRESS_PTR addr)
-{
+std::string address_text(const DAT_IA_ADDRESS_PTR addr) {
     if (!addr)
         return "(none)";
     char buf[INET6_ADDRSTRLEN] = "";
@@ -115,13 +107,14 @@ struct Attrs {
     void boolean(const char *k, DAT_BOOLEAN v) { items.emplace_back(k, v ? "true" : "false"); }
 };
 
-Attrs ia_attrs(const DAT_IA_ATTR &a)
-{
+Attrs ia_attrs(const DAT_IA_ATTR &a) {
     Attrs r;
     r.str("adapter_name", bounded(a.adapter_name));
     r.str("vendor_name", bounded(a.vendor_name));
-    r.str("hardware_version", std::to_string(a.hardware_version_major) + "." + std::to_string(a.hardware_version_minor));
-    r.str("firmware_version", std::to_string(a.firmware_version_major) + "." + std::to_string(a.firmware_version_minor));
+    r.str("hardware_version",
+          std::to_string(a.hardware_version_major) + "." + std::to_string(a.hardware_version_minor));
+    r.str("firmware_version",
+          std::to_string(a.firmware_version_major) + "." + std::to_string(a.firmware_version_minor));
     r.str("ia_address", address_text(a.ia_address_ptr));
     r.num("max_eps", a.max_eps);
     r.num("max_dto_per_ep", a.max_dto_per_ep);
@@ -159,11 +152,11 @@ Attrs ia_attrs(const DAT_IA_ATTR &a)
     return r;
 }
 
-Attrs provider_attrs(const DAT_PROVIDER_ATTR &p)
-{
+Attrs provider_attrs(const DAT_PROVIDER_ATTR &p) {
     Attrs r;
     r.str("provider_name", bounded(p.provider_name));
-    r.str("provider_version", std::to_string(p.provider_version_major) + "." + std::to_string(p.provider_version_minor));
+    r.str("provider_version",
+          std::to_string(p.provider_version_major) + "." + std::to_string(p.provider_version_minor));
     r.str("dapl_version", std::to_string(p.dapl_version_major) + "." + std::to_string(p.dapl_version_minor));
     r.num("lmr_mem_types_supported", p.lmr_mem_types_supported);
     r.num("iov_ownership_on_return", p.iov_ownership_on_return);
@@ -189,7 +182,8 @@ Attrs provider_attrs(const DAT_PROVIDER_ATTR &p)
     r.boolean("ha_supported", p.ha_supported);
     r.num("ha_loadbalancing", p.ha_loadbalancing);
     for (DAT_COUNT i = 0; p.provider_specific_attr && i < p.num_provider_specific_attr; ++i)
-        r.str((std::string("specific.") + (p.provider_specific_attr[i].name ? p.provider_specific_attr[i].name : "?")).c_str(),
+        r.str((std::string("specific.") + (p.provider_specific_attr[i].name ? p.provider_specific_attr[i].name : "?"))
+                  .c_str(),
               p.provider_specific_attr[i].value ? p.provider_specific_attr[i].value : "");
     return r;
 }
@@ -201,8 +195,7 @@ struct OpenResult {
     Attrs ia, provider;
 };
 
-OpenResult try_open(const std::string &name)
-{
+OpenResult try_open(const std::string &name) {
     OpenResult res;
     res.attempted = true;
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
@@ -242,16 +235,14 @@ struct EntryReport {
     bool probed = false;
     datinfo::ProbeResult probe;
 
-    bool works() const
-    {
+    bool works() const {
         if (probed)
             return probe.kind == datinfo::ProbeResult::Ok;
         return open.attempted && open.status == DAT_SUCCESS;
     }
 
     // The status column of -l and the "status" of --json.
-    std::string status(bool opening) const
-    {
+    std::string status(bool opening) const {
         const auto &e = *entry;
         if (e.api_kind != 'u')
             return "not used: an entry for kernel consumers";
@@ -278,8 +269,7 @@ struct LoadedLibdat2 {
     bool ours = false;
 };
 
-LoadedLibdat2 loaded_libdat2()
-{
+LoadedLibdat2 loaded_libdat2() {
     LoadedLibdat2 l;
     Dl_info info;
     if (::dladdr(reinterpret_cast<const void *>(&dat_ia_openv), &info) && info.dli_fname) {
@@ -294,8 +284,7 @@ LoadedLibdat2 loaded_libdat2()
     return l;
 }
 
-void print_attrs_text(const char *title, const Attrs &a)
-{
+void print_attrs_text(const char *title, const Attrs &a) {
     std::fprintf(g_out, "      %s:\n", title);
     for (auto &kv : a.items) {
         std::string v = kv.second;
@@ -305,16 +294,14 @@ void print_attrs_text(const char *title, const Attrs &a)
     }
 }
 
-std::string attrs_json(const Attrs &a)
-{
+std::string attrs_json(const Attrs &a) {
     std::string s = "{";
     for (std::size_t i = 0; i < a.items.size(); ++i)
         s += (i ? ", " : "") + quote(a.items[i].first) + ": " + a.items[i].second;
     return s + "}";
 }
 
-void print_list(const std::vector<EntryReport> &reports, bool opening)
-{
+void print_list(const std::vector<EntryReport> &reports, bool opening) {
     std::size_t wn = 0, wl = 0, wp = 0;
     for (const auto &r : reports) {
         wn = std::max(wn, r.entry->ia_name.size());
@@ -331,8 +318,7 @@ void print_list(const std::vector<EntryReport> &reports, bool opening)
 
 void print_json(const Options &opt, const LoadedLibdat2 &lib, const dat2::StaticConfig &cfg,
                 const std::vector<EntryReport> &reports, const std::string &default_ia, int exit_code,
-                const std::vector<std::string> &problems)
-{
+                const std::vector<std::string> &problems) {
     FILE *o = g_out;
     std::fprintf(o, "{\n  \"version\": %s,\n  \"libdat2\": {\"path\": %s, \"dir\": %s, \"dat2\": %s},\n",
                  quote(DAT2_VERSION).c_str(), quote(lib.path).c_str(), quote(lib.dir).c_str(),
@@ -345,8 +331,7 @@ void print_json(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
     for (std::size_t i = 0; i < cfg.files.size(); ++i) {
         const auto &f = cfg.files[i];
         std::fprintf(o, "%s\n    {\"path\": %s, \"origin\": %s, \"read\": %s, \"error\": %s}", i ? "," : "",
-                     quote(f.path).c_str(), quote(f.origin).c_str(), f.read ? "true" : "false",
-                     quote(f.error).c_str());
+                     quote(f.path).c_str(), quote(f.origin).c_str(), f.read ? "true" : "false", quote(f.error).c_str());
     }
     std::fprintf(o, "\n  ],\n  \"diagnostics\": [");
     for (std::size_t i = 0; i < cfg.diagnostics.size(); ++i) {
@@ -367,15 +352,17 @@ void print_json(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
     for (std::size_t i = 0; i < reports.size(); ++i) {
         const auto &r = reports[i];
         const auto &e = *r.entry;
-        std::fprintf(o,
-                     "%s\n    {\"ia_name\": %s, \"file\": %s, \"line\": %u, \"api_version\": %s, "
-                     "\"thread_safe\": %s, \"default\": %s, \"library\": %s, \"provider_version\": %s, "
-                     "\"ia_params\": %s, \"platform_params\": %s, \"status\": %s",
-                     i ? "," : "", quote(e.ia_name).c_str(), quote(e.file).c_str(), e.line,
-                     quote(std::string(1, e.api_kind) + std::to_string(e.api_major) + "." + std::to_string(e.api_minor)).c_str(),
-                     e.thread_safe ? "true" : "false", e.is_default ? "true" : "false", quote(e.library).c_str(),
-                     quote(e.provider_id + "." + std::to_string(e.provider_major) + "." + std::to_string(e.provider_minor)).c_str(),
-                     quote(e.ia_params).c_str(), quote(e.platform_params).c_str(), quote(r.status(opt.open)).c_str());
+        std::fprintf(
+            o,
+            "%s\n    {\"ia_name\": %s, \"file\": %s, \"line\": %u, \"api_version\": %s, "
+            "\"thread_safe\": %s, \"default\": %s, \"library\": %s, \"provider_version\": %s, "
+            "\"ia_params\": %s, \"platform_params\": %s, \"status\": %s",
+            i ? "," : "", quote(e.ia_name).c_str(), quote(e.file).c_str(), e.line,
+            quote(std::string(1, e.api_kind) + std::to_string(e.api_major) + "." + std::to_string(e.api_minor)).c_str(),
+            e.thread_safe ? "true" : "false", e.is_default ? "true" : "false", quote(e.library).c_str(),
+            quote(e.provider_id + "." + std::to_string(e.provider_major) + "." + std::to_string(e.provider_minor))
+                .c_str(),
+            quote(e.ia_params).c_str(), quote(e.platform_params).c_str(), quote(r.status(opt.open)).c_str());
         if (!r.probed)
             std::fprintf(o, ",\n     \"library_loads\": %s, \"library_path\": %s, \"library_error\": %s",
                          r.library_loads ? "true" : "false", quote(r.library_path).c_str(),
@@ -385,11 +372,11 @@ void print_json(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
                          quote(r.probe.kind_name()).c_str(), quote(r.probe.stage).c_str(),
                          quote(r.probe.detail).c_str(), quote(r.probe.first_log_line()).c_str());
         if (r.open.attempted) {
-            std::fprintf(o, ",\n     \"open\": {\"status\": %s, \"error\": %s", quote(dat_error_text(r.open.status)).c_str(),
-                         quote(r.open.error).c_str());
+            std::fprintf(o, ",\n     \"open\": {\"status\": %s, \"error\": %s",
+                         quote(dat_error_text(r.open.status)).c_str(), quote(r.open.error).c_str());
             if (r.open.status == DAT_SUCCESS)
-                std::fprintf(o, ",\n       \"ia_attr\": %s,\n       \"provider_attr\": %s", attrs_json(r.open.ia).c_str(),
-                             attrs_json(r.open.provider).c_str());
+                std::fprintf(o, ",\n       \"ia_attr\": %s,\n       \"provider_attr\": %s",
+                             attrs_json(r.open.ia).c_str(), attrs_json(r.open.provider).c_str());
             std::fprintf(o, "}");
         }
         std::fprintf(o, "}");
@@ -401,8 +388,7 @@ void print_json(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
 }
 
 void print_text(const Options &opt, const LoadedLibdat2 &lib, const dat2::StaticConfig &cfg,
-                const std::vector<EntryReport> &reports)
-{
+                const std::vector<EntryReport> &reports) {
     FILE *o = g_out;
     std::fprintf(o, "dat.conf files (libdat2 in %s):\n", lib.dir.c_str());
     bool any_read = false;
@@ -436,8 +422,8 @@ void print_text(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
         std::fprintf(o, "  %s\n    source:   %s:%u\n    record:   %c%u.%u %s %s %s %s.%u.%u \"%s\" \"%s\"\n",
                      e.ia_name.c_str(), e.file.c_str(), e.line, e.api_kind, e.api_major, e.api_minor,
                      e.thread_safe ? "threadsafe" : "nonthreadsafe", e.is_default ? "default" : "nondefault",
-                     e.library.c_str(), e.provider_id.c_str(), e.provider_major, e.provider_minor,
-                     e.ia_params.c_str(), e.platform_params.c_str());
+                     e.library.c_str(), e.provider_id.c_str(), e.provider_major, e.provider_minor, e.ia_params.c_str(),
+                     e.platform_params.c_str());
         if (!r.probed) {
             if (r.library_loads)
                 std::fprintf(o, "    library:  loads (%s)\n", r.library_path.c_str());
@@ -469,8 +455,7 @@ void print_text(const Options &opt, const LoadedLibdat2 &lib, const dat2::Static
 
 } // namespace
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     Options opt;
     bool version = false;
     for (int i = 1; i < argc; ++i) {
@@ -594,14 +579,15 @@ int main(int argc, char **argv)
         for (const auto &r : reports)
             if (r.entry->ia_name == target && !r.failover) {
                 if (!r.works())
-                    problem(kIaFails, std::string(opt.only.empty() ? "the default IA" : "IA") + " '" + target +
-                                          "' (" + r.entry->file + ":" + std::to_string(r.entry->line) +
+                    problem(kIaFails, std::string(opt.only.empty() ? "the default IA" : "IA") + " '" + target + "' (" +
+                                          r.entry->file + ":" + std::to_string(r.entry->line) +
                                           "): " + r.status(opt.open));
                 break;
             }
     }
     if (!cfg.diagnostics.empty())
-        problem(kMalformed, std::to_string(cfg.diagnostics.size()) + " malformed dat.conf record(s) skipped, the first " +
+        problem(kMalformed, std::to_string(cfg.diagnostics.size()) +
+                                " malformed dat.conf record(s) skipped, the first " +
                                 cfg.diagnostics.front().to_string());
 
     if (opt.json)

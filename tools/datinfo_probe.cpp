@@ -19,8 +19,7 @@ namespace {
 
 constexpr DAT_TIMEOUT kWaitUs = 5 * 1000 * 1000;
 
-std::string dat_text(DAT_RETURN r)
-{
+std::string dat_text(DAT_RETURN r) {
     const char *major = "", *minor = "";
     if (dat_strerror(r, &major, &minor) != DAT_SUCCESS)
         return "DAT_RETURN " + std::to_string(r);
@@ -30,18 +29,17 @@ std::string dat_text(DAT_RETURN r)
 // The child's side: each step is announced on `fd` before it begins, so
 // that the parent can say where a crash or a hang happened.
 class Check {
-  public:
+public:
     explicit Check(int fd) : fd_(fd) {}
 
     void stage(const char *name) { say("stage " + std::string(name)); }
-    void say(const std::string &line)
-    {
+    void say(const std::string &line) {
         std::string l = line + "\n";
         ssize_t ignored = ::write(fd_, l.data(), l.size());
         (void)ignored;
     }
 
-  private:
+private:
     int fd_;
 };
 
@@ -55,8 +53,7 @@ struct Side {
     DAT_LMR_CONTEXT lmr_context = 0;
     char buffer[64] = {};
 
-    DAT_RETURN open(const std::string &name)
-    {
+    DAT_RETURN open(const std::string &name) {
         DAT_RETURN r = dat_ia_open(const_cast<char *>(name.c_str()), 8, &async_evd, &ia);
         if (r != DAT_SUCCESS)
             return r;
@@ -76,12 +73,10 @@ struct Side {
         DAT_VLEN registered_size = 0;
         DAT_VADDR registered_address = 0;
         return dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, sizeof buffer, pz, DAT_MEM_PRIV_ALL_FLAG,
-                              DAT_VA_TYPE_VA, &lmr, &lmr_context, &rmr_context, &registered_size,
-                              &registered_address);
+                              DAT_VA_TYPE_VA, &lmr, &lmr_context, &rmr_context, &registered_size, &registered_address);
     }
 
-    void close()
-    {
+    void close() {
         if (ep != DAT_HANDLE_NULL)
             dat_ep_free(ep);
         if (lmr != DAT_HANDLE_NULL)
@@ -95,8 +90,7 @@ struct Side {
             dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
     }
 
-    DAT_LMR_TRIPLET iov()
-    {
+    DAT_LMR_TRIPLET iov() {
         DAT_LMR_TRIPLET t;
         t.lmr_context = lmr_context;
         t.virtual_address = reinterpret_cast<DAT_VADDR>(buffer);
@@ -106,8 +100,7 @@ struct Side {
 };
 
 // Waits for one event of the given kind; "" or what came instead.
-std::string expect(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev)
-{
+std::string expect(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev) {
     DAT_COUNT more = 0;
     DAT_RETURN r = dat_evd_wait(evd, kWaitUs, 1, ev, &more);
     if (r != DAT_SUCCESS)
@@ -122,8 +115,7 @@ std::string expect(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev)
 }
 
 // The loopback check proper. Returns "" when it passed, else what failed.
-std::string loopback(const std::string &name, Check &check)
-{
+std::string loopback(const std::string &name, Check &check) {
     Side server, client;
     std::string failure;
     auto fail = [&](const char *what, DAT_RETURN r) {
@@ -202,8 +194,7 @@ std::string loopback(const std::string &name, Check &check)
     return result;
 }
 
-double now_s()
-{
+double now_s() {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
@@ -211,8 +202,7 @@ double now_s()
 
 } // namespace
 
-const char *ProbeResult::kind_name() const
-{
+const char *ProbeResult::kind_name() const {
     switch (kind) {
     case Ok: return "ok";
     case Failed: return "failed";
@@ -222,8 +212,7 @@ const char *ProbeResult::kind_name() const
     return "?";
 }
 
-std::string ProbeResult::first_log_line() const
-{
+std::string ProbeResult::first_log_line() const {
     std::string first;
     std::size_t pos = 0;
     while (pos < log.size()) {
@@ -238,8 +227,7 @@ std::string ProbeResult::first_log_line() const
     return first;
 }
 
-std::string ProbeResult::text() const
-{
+std::string ProbeResult::text() const {
     if (kind == Ok)
         return "ok";
     std::string s = kind_name();
@@ -253,8 +241,7 @@ std::string ProbeResult::text() const
     return s;
 }
 
-ProbeResult probe_in_child(const std::string &ia_name, int timeout_s)
-{
+ProbeResult probe_in_child(const std::string &ia_name, int timeout_s) {
     ProbeResult res;
     int fds[2], out[2];
     if (::pipe(fds) != 0) {

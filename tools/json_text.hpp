@@ -8,8 +8,7 @@
 namespace dat2::tools {
 
 // Whether `s` is well-formed UTF-8 (JSON text must be).
-inline bool valid_utf8(const std::string &s)
-{
+inline bool valid_utf8(const std::string &s) {
     for (std::size_t i = 0; i < s.size();) {
         unsigned char c = static_cast<unsigned char>(s[i]);
         std::size_t n = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : 9;
@@ -26,8 +25,7 @@ inline bool valid_utf8(const std::string &s)
 // `s` quoted and escaped as RFC 8259 asks (quote, backslash, controls).
 // Bytes of a string that is not UTF-8 (a provider's name field may hold
 // anything) are escaped one by one as if Latin-1, so the output stays JSON.
-inline std::string json_quote(const std::string &s)
-{
+inline std::string json_quote(const std::string &s) {
     const bool utf8 = valid_utf8(s);
     std::string out = "\"";
     for (unsigned char c : s) {

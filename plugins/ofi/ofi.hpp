@@ -132,8 +132,8 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
-    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
-                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata, std::size_t pdata_len,
+                       DAT_TIMEOUT timeout) override;
     void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
     DAT_RETURN ep_break(kit::Ep &ep) override;
@@ -275,13 +275,13 @@ private:
     // finds its consumer gone quiet.
     struct WatchedCq {
         kit::Evd *evd;
-        int fd;                          // its wait fd, or -1: none, always pending
+        int fd; // its wait fd, or -1: none, always pending
         kit::EventLoop::Watch *watch = nullptr;
-        bool pending = false;            // in pending_: driven until its fd can be trusted
+        bool pending = false;                        // in pending_: driven until its fd can be trusted
         std::chrono::steady_clock::time_point due{}; // pending: when it is driven next
         std::chrono::milliseconds backoff{0};
-        bool resting = false;            // in resting_, its fd unwatched
-        std::uint32_t seen_dequeues = 0; // evd->dequeues when the loop last looked
+        bool resting = false;                           // in resting_, its fd unwatched
+        std::uint32_t seen_dequeues = 0;                // evd->dequeues when the loop last looked
         std::chrono::steady_clock::time_point looked{}; // and when
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
@@ -329,7 +329,7 @@ struct OfiEp {
     kit::Ep *owner = nullptr;
     std::uint64_t id = 0;
     fid_ep *ep = nullptr;
-    OfiDomain *dom = nullptr;   // of `pz`, counted
+    OfiDomain *dom = nullptr;    // of `pz`, counted
     const kit::Pz *pz = nullptr; // the EP's PZ when `dom` was taken (dat_ep_modify may change it)
     bool shutdown_sent = false;
     // A graceful disconnect that libfabric does not confirm ends this long

@@ -108,9 +108,7 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
             report.disconnected(*oep->owner, false);
             break;
         }
-        default:
-            DAT2_LOG(log::kGeneric, "%s: ignoring event %u\n", name(), event);
-            return;
+        default: DAT2_LOG(log::kGeneric, "%s: ignoring event %u\n", name(), event); return;
         }
     }
     report.deliver();

@@ -22,10 +22,10 @@ namespace dat2::ofi {
 // qualifier: qualifiers above 65535 share ports (kit::port_of_qual), and the
 // listener refuses a request meant for another qualifier on its port.
 struct CmHeader {
-    char magic[4]; // "DAT2"
-    std::uint8_t version; // kCmVersion; messages of other versions are not ours
-    std::uint8_t kind;    // 1 connect, 2 accept, 3 reject
-    std::uint16_t length; // of the consumer data that follows
+    char magic[4];              // "DAT2"
+    std::uint8_t version;       // kCmVersion; messages of other versions are not ours
+    std::uint8_t kind;          // 1 connect, 2 accept, 3 reject
+    std::uint16_t length;       // of the consumer data that follows
     std::uint64_t conn_qual_be; // connect: the qualifier asked for, big-endian; 0 otherwise
 };
 static_assert(sizeof(CmHeader) == 16);
@@ -69,8 +69,8 @@ inline bool unframe_cm_data(const void *data, std::size_t len, std::uint8_t kind
 
 // The consumer data of an event-queue entry of `len` bytes as fi_eq_read
 // returned it: a fi_eq_cm_entry, then the CM data the peer sent.
-inline bool cm_event_pdata(const fi_eq_cm_entry *entry, ssize_t len, std::uint8_t kind,
-                           const unsigned char *&pdata, std::size_t &pdata_len, std::uint64_t *conn_qual = nullptr) {
+inline bool cm_event_pdata(const fi_eq_cm_entry *entry, ssize_t len, std::uint8_t kind, const unsigned char *&pdata,
+                           std::size_t &pdata_len, std::uint64_t *conn_qual = nullptr) {
     const std::size_t data_len =
         len > static_cast<ssize_t>(sizeof *entry) ? static_cast<std::size_t>(len) - sizeof *entry : 0;
     return unframe_cm_data(entry->data, data_len, kind, pdata, pdata_len, conn_qual);

@@ -68,23 +68,20 @@ kit::Op *OfiTransport::immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATU
     return op;
 }
 
-
 DAT_RETURN OfiTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                   const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS) {
     OfiEp &oep = oep_of(ep);
     if (!oep.ep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     switch (op.ext) {
-    case kit::ExtKind::kRdmaWriteImmed:
-        return post_write_immed(oep, op, segs, nsegs, remote);
+    case kit::ExtKind::kRdmaWriteImmed: return post_write_immed(oep, op, segs, nsegs, remote);
     case kit::ExtKind::kFetchAdd:
     case kit::ExtKind::kCmpSwap:
         if (nsegs != 1)
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
         return post_atomic(oep, op, segs[0], remote);
     case kit::ExtKind::kNone:
-    case kit::ExtKind::kRmrBind:
-        break;
+    case kit::ExtKind::kRmrBind: break;
     }
     return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
 }
@@ -127,8 +124,7 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
         }
         if (rc == -FI_EAGAIN)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(),
-                 fi_text(static_cast<int>(rc)));
+        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(), fi_text(static_cast<int>(rc)));
         return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     fi_msg smsg{};
@@ -182,8 +178,8 @@ DAT_RETURN OfiTransport::post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment
     if (cswap) {
         fi_ioc compare{&op.operand[0], 1};
         void *compare_desc = nullptr;
-        rc = fi_compare_atomicmsg(oep.ep, &msg, &compare, &compare_desc, 1, &original, &original_desc, 1,
-                                  FI_COMPLETION);
+        rc =
+            fi_compare_atomicmsg(oep.ep, &msg, &compare, &compare_desc, 1, &original, &original_desc, 1, FI_COMPLETION);
     } else {
         rc = fi_fetch_atomicmsg(oep.ep, &msg, &original, &original_desc, 1, FI_COMPLETION);
     }

@@ -59,10 +59,17 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(int fi_err) {
     switch (fi_err < 0 ? -fi_err : fi_err) {
     case FI_SUCCESS: return DAT_DTO_SUCCESS;
     case FI_ECANCELED: return DAT_DTO_ERR_FLUSHED;
-    case FI_ETRUNC: case FI_EMSGSIZE: case FI_ETOOSMALL: return DAT_DTO_ERR_LOCAL_LENGTH;
-    case FI_EACCES: case FI_EPERM: case FI_EKEYREJECTED: return DAT_DTO_ERR_REMOTE_ACCESS;
+    case FI_ETRUNC:
+    case FI_EMSGSIZE:
+    case FI_ETOOSMALL: return DAT_DTO_ERR_LOCAL_LENGTH;
+    case FI_EACCES:
+    case FI_EPERM:
+    case FI_EKEYREJECTED: return DAT_DTO_ERR_REMOTE_ACCESS;
     case FI_EREMOTEIO: return DAT_DTO_ERR_REMOTE_RESPONDER;
-    case FI_ENOTCONN: case FI_ECONNRESET: case FI_ECONNABORTED: case FI_ESHUTDOWN: return DAT_DTO_ERR_FLUSHED;
+    case FI_ENOTCONN:
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ESHUTDOWN: return DAT_DTO_ERR_FLUSHED;
     default: return DAT_DTO_ERR_TRANSPORT;
     }
 }
@@ -86,15 +93,14 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
                 return false;
             }
             out.ep_type = value;
-        }
-        else if (key == "link_timeout_ms") {
+        } else if (key == "link_timeout_ms") {
             // TCP_USER_TIMEOUT takes an unsigned int of milliseconds; past an
             // hour the kernel's own retransmission limit comes first anyway.
             char *end = nullptr;
             errno = 0;
             unsigned long ms = std::strtoul(value.c_str(), &end, 10);
-            if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno ||
-                ms < 1 || ms > 3'600'000) {
+            if (value.empty() || !std::isdigit(static_cast<unsigned char>(value[0])) || *end || errno || ms < 1 ||
+                ms > 3'600'000) {
                 error = "link_timeout_ms=" + value + ": not a number of milliseconds from 1 to 3600000";
                 return false;
             }
@@ -142,8 +148,8 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     }
     fi_freeinfo(hints);
     if (rc) {
-        DAT2_ERR("%s: no libfabric provider '%s' with connected endpoints%s%s: %s\n", name,
-                 params_.provider.c_str(), node ? " on " : "", node ? node : "", fi_text(rc));
+        DAT2_ERR("%s: no libfabric provider '%s' with connected endpoints%s%s: %s\n", name, params_.provider.c_str(),
+                 node ? " on " : "", node ? node : "", fi_text(rc));
         info_ = nullptr;
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
@@ -218,11 +224,12 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     caps.rmr_scope_ep = false;
     caps.max_evds = std::min(caps.max_evds, evds_within_process_limits(domain_));
     char text[INET6_ADDRSTRLEN] = "?";
-    const void *a = addr_.ss_family == AF_INET6 ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
-                                                : static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&addr_)->sin_addr);
+    const void *a = addr_.ss_family == AF_INET6
+                        ? static_cast<const void *>(&reinterpret_cast<sockaddr_in6 *>(&addr_)->sin6_addr)
+                        : static_cast<const void *>(&reinterpret_cast<sockaddr_in *>(&addr_)->sin_addr);
     inet_ntop(addr_.ss_family, a, text, sizeof text);
-    DAT2_LOG(log::kGeneric, "%s: libfabric %s, fabric %s, domain %s, address %s\n", name,
-             info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text);
+    DAT2_LOG(log::kGeneric, "%s: libfabric %s, fabric %s, domain %s, address %s\n", name, info_->fabric_attr->prov_name,
+             info_->fabric_attr->name, info_->domain_attr->name, text);
     return DAT_SUCCESS;
 }
 

@@ -168,8 +168,8 @@ void OfiTransport::rmr_close(kit::Rmr &rmr) {
 DAT_RETURN OfiTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &, const kit::Lmr &, std::uintptr_t addr, DAT_VLEN len,
                                   DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) {
     fid_mr *mr = nullptr;
-    if (DAT_RETURN r = register_range(*static_cast<OfiRmr *>(rmr.tp)->dom, addr, len, remote_access(privileges), &mr,
-                                      &context))
+    if (DAT_RETURN r =
+            register_range(*static_cast<OfiRmr *>(rmr.tp)->dom, addr, len, remote_access(privileges), &mr, &context))
         return r;
     rmr_unbind(rmr, nullptr);
     static_cast<OfiRmr *>(rmr.tp)->mr = mr;

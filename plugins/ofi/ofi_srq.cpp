@@ -101,9 +101,9 @@ void OfiTransport::close_srq_queue(OfiEp &oep) {
     unwatch_cq(cq);
     {
         std::lock_guard<std::mutex> lock(srq_queues_mu_);
-        srq_queues_.erase(std::remove_if(srq_queues_.begin(), srq_queues_.end(),
-                                         [&](const SrqQueue &q) { return q.cq == cq; }),
-                          srq_queues_.end());
+        srq_queues_.erase(
+            std::remove_if(srq_queues_.begin(), srq_queues_.end(), [&](const SrqQueue &q) { return q.cq == cq; }),
+            srq_queues_.end());
     }
     srq_queue_count_.fetch_sub(1, std::memory_order_release);
     // The EP is going away: what it took from the SRQ and completed cannot be

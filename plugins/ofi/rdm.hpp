@@ -51,7 +51,7 @@ struct RdmCtx {
     };
     Part part[2];
     RdmCtxBlock *block = nullptr;
-    std::uint8_t left = 0; // parts not completed yet
+    std::uint8_t left = 0;    // parts not completed yet
     bool recv_posted = false; // a receive with the provider: cancelled when the connection ends
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
 };
@@ -107,11 +107,11 @@ struct RdmDomain {
 struct RdmCq;
 struct RdmFabricEp {
     fid_ep *ep = nullptr;
-    RdmDomain *dom = nullptr; // counted
+    RdmDomain *dom = nullptr;               // counted
     RdmCq *tx_q = nullptr, *rx_q = nullptr; // the EVDs' queues (nullptr: the null queue)
     kit::Evd *request_evd = nullptr, *recv_evd = nullptr;
     fid_cq *tx_cq = nullptr, *rx_cq = nullptr; // the queues it is bound to
-    std::string name; // fi_getname: what peers put in their address vector
+    std::string name;                          // fi_getname: what peers put in their address vector
 };
 
 struct RdmEp {
@@ -121,12 +121,12 @@ struct RdmEp {
     // without a lock by the post paths.
     RdmFabricEp *fep = nullptr;
     fi_addr_t peer = FI_ADDR_UNSPEC;
-    std::uint64_t tag = 0;      // our receives match it
-    std::uint64_t peer_tag = 0; // our sends carry it
-    std::string peer_name;      // its address vector entry (counted, rdm_cm.cpp)
+    std::uint64_t tag = 0;         // our receives match it
+    std::uint64_t peer_tag = 0;    // our sends carry it
+    std::string peer_name;         // its address vector entry (counted, rdm_cm.cpp)
     RdmDomain *peer_dom = nullptr; // the domain whose address vector holds it
     RdmCtxBlock *block = nullptr;
-    std::uint64_t conn = 0;     // its side-channel connection (RdmConn::id), 0: none
+    std::uint64_t conn = 0;           // its side-channel connection (RdmConn::id), 0: none
     std::atomic<int> requests_out{0}; // requests with the provider (a graceful disconnect waits for them)
     bool closed = false;              // ep_close: no new connection
     bool wrote = false;               // an RDMA write since the last send (fence_after_write_)
@@ -152,19 +152,19 @@ struct RdmEp {
 // A connection of the side channel.
 struct RdmConn {
     enum State : std::uint8_t {
-        kConnecting,    // active: TCP connect in progress
-        kAwaitAccept,   // active: request sent
-        kAwaitRequest,  // passive: accepted socket, no request yet
-        kRequested,     // passive: a CR holds it
-        kAwaitReady,    // passive: accept sent
+        kConnecting,   // active: TCP connect in progress
+        kAwaitAccept,  // active: request sent
+        kAwaitRequest, // passive: accepted socket, no request yet
+        kRequested,    // passive: a CR holds it
+        kAwaitReady,   // passive: accept sent
         kConnected,
-        kDead,          // passive, a CR holds it: the peer went away before the consumer answered
-        kDraining,      // the peer disconnected; its last messages are still on their way
+        kDead,     // passive, a CR holds it: the peer went away before the consumer answered
+        kDraining, // the peer disconnected; its last messages are still on their way
     };
     std::uint64_t id = 0;
     int fd = -1;
     State state = kConnecting;
-    RdmEp *ep = nullptr; // active side; passive once accepted
+    RdmEp *ep = nullptr;     // active side; passive once accepted
     kit::Psp *psp = nullptr; // passive: the service point it came through
     DAT_CONN_QUAL psp_qual = 0;
     kit::EventLoop::Watch *watch = nullptr;
@@ -174,8 +174,8 @@ struct RdmConn {
     unsigned char request[rdmwire::kMaxMessage]; // active: sent once the socket connects
     std::size_t request_len = 0;
     bool disconnect_sent = false;
-    std::string peer_name;     // passive: the requester's fabric address
-    std::uint64_t peer_tag = 0; // passive: the requester's tag
+    std::string peer_name;        // passive: the requester's fabric address
+    std::uint64_t peer_tag = 0;   // passive: the requester's tag
     sockaddr_storage peer_addr{}; // passive: the requester's IP address and port
 };
 
@@ -207,7 +207,7 @@ struct RdmCq {
     RdmDomain *dom = nullptr;
     kit::Evd *evd = nullptr;
     RdmEvdQueues *owner = nullptr;
-    int fd = -1; // its wait fd; -1: none (shm), the loop polls it
+    int fd = -1;                    // its wait fd; -1: none (shm), the loop polls it
     std::uint64_t polled_round = 0; // progress_round: each queue once a round
     std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
     bool was_nonempty = false;
@@ -259,8 +259,8 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
-    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
-                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata, std::size_t pdata_len,
+                       DAT_TIMEOUT timeout) override;
     void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
     DAT_RETURN ep_break(kit::Ep &ep) override;
@@ -314,7 +314,7 @@ private:
     void fail_accept_later(RdmEp &rep);
 
     // ---- endpoints (rdm_ep.cpp)
-    RdmFabricEp *fabric_ep_for(kit::Ep &ep); // mu_ held; makes it if ensure_fabric_ep did not
+    RdmFabricEp *fabric_ep_for(kit::Ep &ep);  // mu_ held; makes it if ensure_fabric_ep did not
     DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
     std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown);
     void wake_grown(kit::Evd *request, kit::Evd *recv);
@@ -328,9 +328,9 @@ private:
     RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
     void give_back_ctx(RdmCtx &c); // the post failed
     void retire_block(RdmEp &rep);
-    void cancel_receives(RdmEp &rep); // mu_ held
+    void cancel_receives(RdmEp &rep);                                       // mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
-    void av_release(RdmDomain &dom, const std::string &name);                // mu_ held
+    void av_release(RdmDomain &dom, const std::string &name);               // mu_ held
 
     // Runs `post` (a libfabric post returning ssize_t) until the provider
     // takes it: -FI_EAGAIN means "drive progress and try again" (shm's first
@@ -384,7 +384,7 @@ private:
     std::vector<std::unique_ptr<RdmDomain>> domains_; // [0]: the IA's first; all closed with the IA
     std::unordered_map<const kit::Pz *, RdmDomain *> pz_domains_;
     std::vector<RdmDomain *> spare_domains_; // no user left: the next new PZ takes one
-    std::mutex parts_mu_;     // growing an EVD's queues (cq_part)
+    std::mutex parts_mu_;                    // growing an EVD's queues (cq_part)
 
     // ---- progress (rdm_ia.cpp): the loop's idle hook
     int progress_round();
@@ -393,14 +393,14 @@ private:
     fi_info *info_ = nullptr;
     fid_fabric *fabric_ = nullptr;
     fid_domain *domain_ = nullptr; // domains_[0]'s: what open() asks the provider about
-    sockaddr_storage addr_{};   // the IA address: the side channel's IP
+    sockaddr_storage addr_{};      // the IA address: the side channel's IP
     // What the provider's attributes decided at open().
-    bool directed_recv_ = false;   // FI_DIRECTED_RECV: receives name the peer
+    bool directed_recv_ = false;     // FI_DIRECTED_RECV: receives name the peer
     bool fence_after_write_ = false; // no FI_ORDER_SAW: a send after a write carries FI_FENCE
     bool delivery_complete_ = true;
-    bool user_keys_ = false;       // no FI_MR_PROV_KEY: we choose the keys
+    bool user_keys_ = false; // no FI_MR_PROV_KEY: we choose the keys
     std::atomic<std::uint32_t> next_key_{1};
-    std::uint64_t tag_base_ = 0;   // random, per IA: tags of other IAs and processes differ
+    std::uint64_t tag_base_ = 0; // random, per IA: tags of other IAs and processes differ
     std::atomic<std::uint32_t> next_tag_{1};
 
     std::mutex mu_; // everything below
@@ -424,7 +424,7 @@ private:
     std::mutex rma_watch_mu_;
     std::vector<std::uint64_t> rma_watch_;
     int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
-    int connected_ = 0; // connections that exist: the loop drives progress while there are any
+    int connected_ = 0;  // connections that exist: the loop drives progress while there are any
 };
 
 } // namespace dat2::ofi

@@ -377,8 +377,7 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         return;
     case RdmConn::kConnecting:
     case RdmConn::kDead:
-    case RdmConn::kDraining:
-        return;
+    case RdmConn::kDraining: return;
     }
 }
 
@@ -392,8 +391,7 @@ bool RdmTransport::on_conn_lost(RdmConn &c, kit::ConnectionReport &report, int e
         end_data_path(*rep);
         report.connect_failed(*rep->owner, reason_of(err));
         return true;
-    case RdmConn::kAwaitRequest:
-        return true;
+    case RdmConn::kAwaitRequest: return true;
     case RdmConn::kRequested:
     case RdmConn::kDead:
         // A CR still holds it.
@@ -454,8 +452,7 @@ DAT_RETURN RdmTransport::disconnect(kit::Ep &ep, bool graceful) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         RdmConn *c = rep.conn ? conn_by_id(rep.conn) : nullptr;
-        if (graceful && c && c->state == RdmConn::kConnected &&
-            rep.requests_out.load(std::memory_order_relaxed) > 0) {
+        if (graceful && c && c->state == RdmConn::kConnected && rep.requests_out.load(std::memory_order_relaxed) > 0) {
             // dat_ep_disconnect(3DAT): the requests in flight complete first
             // (bounded: a peer that stopped progressing does not hold us).
             if (!rep.graceful_pending) {

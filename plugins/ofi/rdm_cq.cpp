@@ -151,8 +151,8 @@ int RdmTransport::read_queue(RdmCq &q, kit::Completion *out, int max) {
         ssize_t n = fi_cq_read(q.cq, entries, want);
         if (n > 0) {
             for (ssize_t i = 0; i < n; ++i)
-                if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data,
-                              DAT_DTO_SUCCESS, out[k]))
+                if (translate(entries[i].op_context, entries[i].flags, entries[i].len, entries[i].data, DAT_DTO_SUCCESS,
+                              out[k]))
                     ++k;
             if (static_cast<std::size_t>(n) < want)
                 break;

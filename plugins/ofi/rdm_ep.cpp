@@ -389,8 +389,8 @@ void RdmTransport::hello(RdmEp &rep) {
     RdmCtx &s = b->ctx[b->n + kHelloSend];
     r.left = s.left = 1;
     b->refs.fetch_add(2, std::memory_order_relaxed);
-    fi_msg_tagged rmsg{nullptr, nullptr, 0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit, 0,
-                       &r.part[0], 0};
+    fi_msg_tagged rmsg{nullptr, nullptr,    0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit,
+                       0,       &r.part[0], 0};
     r.recv_posted = true;
     if (post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
         r.recv_posted = false;
@@ -422,8 +422,9 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     to_iov(segs, nsegs, iov, desc);
     ssize_t rc;
     if (kind == kit::PostKind::kRecv) {
-        fi_msg_tagged msg{iov, desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC,
-                          rep.tag, 0, &c->part[0], 0};
+        fi_msg_tagged msg{
+            iov,         desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0,
+            &c->part[0], 0};
         c->recv_posted = true;
         rc = post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
     } else {
@@ -451,7 +452,8 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                 // Delivery completion: a write the target refuses (key, range,
                 // access) fails here, and on shm it takes the target's checked
                 // path even if the domain's ordering would allow the other.
-                rc = post_retrying(*fep, [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+                rc = post_retrying(*fep,
+                                   [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
                 rep.wrote = true;
             } else {
                 rc = post_retrying(*fep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
@@ -488,7 +490,7 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
     rep.requests_out.fetch_add(1, std::memory_order_relaxed);
     rma_posted(rep);
     DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote)
-                                                            : post_atomic(rep, *c, op, segs[0], remote);
+                                                           : post_atomic(rep, *c, op, segs[0], remote);
     if (r != DAT_SUCCESS) {
         rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
         rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
@@ -518,8 +520,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
         c.left = 1;
         if (rc == -FI_EAGAIN)
             return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(),
-                 fi_text(static_cast<int>(rc)));
+        DAT2_ERR("%s: posting the write of a write with immediate data: %s\n", name(), fi_text(static_cast<int>(rc)));
         return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     // The reference of the second part.

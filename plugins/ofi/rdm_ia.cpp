@@ -97,8 +97,8 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         hints->domain_attr->name = strdup(params_.domain.c_str());
     if (!params_.fabric.empty())
         hints->fabric_attr->name = strdup(params_.fabric.c_str());
-    const std::uint64_t base_caps = FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV |
-                                    FI_REMOTE_READ | FI_REMOTE_WRITE;
+    const std::uint64_t base_caps =
+        FI_MSG | FI_TAGGED | FI_RMA | FI_READ | FI_WRITE | FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
     // Remote memory must be named by virtual address (DAT's rmr triplets carry
     // no region base). The registration model bits first; a provider that
     // answers them with offset addressing (shm once RMA ordering is asked
@@ -109,31 +109,31 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     };
     int rc = -FI_ENODATA;
     for (int basic = 0; basic <= 1 && rc; ++basic)
-    for (int saw = 1; saw >= 0 && rc; --saw)
-        for (int directed = 1; directed >= 0 && rc; --directed)
-            for (int atomic = 1; atomic >= 0 && rc; --atomic) {
-                hints->domain_attr->mr_mode =
-                    basic ? FI_MR_BASIC : FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
-                hints->caps = base_caps | (directed ? FI_DIRECTED_RECV : 0) | (atomic ? FI_ATOMIC : 0) |
-                              (saw ? 0 : FI_FENCE);
-                // Asking for send-after-write order also keeps shm's RMA on
-                // the path where the target checks key, range and access
-                // (its "fast" path checks nothing).
-                hints->tx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
-                hints->rx_attr->msg_order = hints->tx_attr->msg_order;
-                rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
-                if (rc == 0 && !params_.address.empty() && is_ip_format(info_->addr_format)) {
-                    // An IP fabric serves on the IA's address.
-                    fi_freeinfo(info_);
-                    info_ = nullptr;
-                    rc = fi_getinfo(kApiVersion, params_.address.c_str(), nullptr, FI_SOURCE, hints, &info_);
+        for (int saw = 1; saw >= 0 && rc; --saw)
+            for (int directed = 1; directed >= 0 && rc; --directed)
+                for (int atomic = 1; atomic >= 0 && rc; --atomic) {
+                    hints->domain_attr->mr_mode =
+                        basic ? FI_MR_BASIC : FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_LOCAL;
+                    hints->caps =
+                        base_caps | (directed ? FI_DIRECTED_RECV : 0) | (atomic ? FI_ATOMIC : 0) | (saw ? 0 : FI_FENCE);
+                    // Asking for send-after-write order also keeps shm's RMA on
+                    // the path where the target checks key, range and access
+                    // (its "fast" path checks nothing).
+                    hints->tx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
+                    hints->rx_attr->msg_order = hints->tx_attr->msg_order;
+                    rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
+                    if (rc == 0 && !params_.address.empty() && is_ip_format(info_->addr_format)) {
+                        // An IP fabric serves on the IA's address.
+                        fi_freeinfo(info_);
+                        info_ = nullptr;
+                        rc = fi_getinfo(kApiVersion, params_.address.c_str(), nullptr, FI_SOURCE, hints, &info_);
+                    }
+                    if (rc == 0 && !virtual_addressing(info_)) {
+                        fi_freeinfo(info_);
+                        info_ = nullptr;
+                        rc = -FI_ENODATA;
+                    }
                 }
-                if (rc == 0 && !virtual_addressing(info_)) {
-                    fi_freeinfo(info_);
-                    info_ = nullptr;
-                    rc = -FI_ENODATA;
-                }
-            }
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: no libfabric provider '%s' with reliable-datagram endpoints (FI_EP_RDM, FI_MSG, FI_TAGGED, "
@@ -201,8 +201,8 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         caps.ext.fetch_add = atomic_supported(domain_, FI_SUM, FI_FETCH_ATOMIC);
         caps.ext.cmp_swap = atomic_supported(domain_, FI_CSWAP, FI_COMPARE_ATOMIC);
     }
-    caps.ext.rdma_write_immed = info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) &&
-                                (!fence_after_write_ || (info_->caps & FI_FENCE));
+    caps.ext.rdma_write_immed =
+        info_->domain_attr->cq_data_size >= sizeof(std::uint64_t) && (!fence_after_write_ || (info_->caps & FI_FENCE));
     caps.max_evds = std::min(caps.max_evds, evds_within_process_limits(domain_));
     loop().set_idle_hook([this] { return progress_round(); });
 
@@ -215,9 +215,9 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
              "%s: libfabric %s (RDM), fabric %s, domain %s, side channel on %s; mr_mode %#x, directed receives %s, "
              "send after write %s, keys %s, atomics %s\n",
              name, info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text,
-             info_->domain_attr->mr_mode,
-             directed_recv_ ? "yes" : "no (tags only)", fence_after_write_ ? "fenced" : "ordered",
-             user_keys_ ? "ours" : "the provider's", caps.ext.fetch_add ? "yes" : "no");
+             info_->domain_attr->mr_mode, directed_recv_ ? "yes" : "no (tags only)",
+             fence_after_write_ ? "fenced" : "ordered", user_keys_ ? "ours" : "the provider's",
+             caps.ext.fetch_add ? "yes" : "no");
     return DAT_SUCCESS;
 }
 

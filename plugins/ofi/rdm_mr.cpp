@@ -98,8 +98,8 @@ void RdmTransport::domain_release(RdmDomain *dom) {
 // Without FI_MR_PROV_KEY the key is ours: a counter, never
 // 0, so that every registration (an LMR, each binding of a window) has a
 // key no earlier one had while the counter has not wrapped (2^32 registrations).
-DAT_RETURN RdmTransport::register_range(RdmDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **out,
-                                        DAT_RMR_CONTEXT *key_out) {
+DAT_RETURN RdmTransport::register_range(RdmDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access,
+                                        fid_mr **out, DAT_RMR_CONTEXT *key_out) {
     fid_mr *mr = nullptr;
     std::uint64_t requested = 0;
     int rc;
@@ -155,8 +155,7 @@ DAT_RETURN RdmTransport::mr_register(kit::Lmr &lmr, kit::Registration &out) {
         return r;
     }
     if (const std::uint64_t remote = remote_access(lmr.privileges)) {
-        if (DAT_RETURN r =
-                register_range(*reg->dom, lmr.address, lmr.length, remote, &reg->remote, &out.rmr_context)) {
+        if (DAT_RETURN r = register_range(*reg->dom, lmr.address, lmr.length, remote, &reg->remote, &out.rmr_context)) {
             fi_close(&reg->local->fid);
             domain_release(reg->dom);
             return r;

@@ -120,8 +120,8 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
-    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata,
-                       std::size_t pdata_len, DAT_TIMEOUT timeout) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata, std::size_t pdata_len,
+                       DAT_TIMEOUT timeout) override;
     void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
     DAT_RETURN ep_break(kit::Ep &ep) override;
@@ -201,7 +201,7 @@ private:
     rdma_event_channel *channel_ = nullptr;
     VerbsCq *null_cq_ = nullptr; // for an EP without an EVD in one direction
     std::uint32_t max_inline_ = 0;
-    bool mw_supported_ = false; // type 2B memory windows (RMRs, send with invalidate)
+    bool mw_supported_ = false;              // type 2B memory windows (RMRs, send with invalidate)
     unsigned wc_with_inv_ = IBV_WC_WITH_INV; // the wc_flags bit of a receive that invalidated
     DAT_COUNT max_srq_recvs_ = 0;
     kit::EventLoop::Watch *channel_watch_ = nullptr;
@@ -249,7 +249,7 @@ struct VerbsEp {
     kit::Pz *qp_pz = nullptr;
     VerbsCq *send_cq = nullptr, *recv_cq = nullptr;
     CqPart *send_part = nullptr, *recv_part = nullptr; // the CQs of send_cq and recv_cq the QP uses
-    std::vector<std::uint32_t> qp_nums; // its entries in qp_eps_ (one per QP it had)
+    std::vector<std::uint32_t> qp_nums;                // its entries in qp_eps_ (one per QP it had)
     int send_depth = 0, recv_depth = 0;
     std::uint32_t max_inline = 0;
     std::uint8_t responder_resources = 0, initiator_depth = 0;
@@ -293,8 +293,8 @@ inline constexpr int kReservedSendSlots = 17;
 // or unbound with no QP at hand, is replaced by a fresh one.
 struct VerbsMw {
     ibv_mw *mw = nullptr;
-    std::uint32_t rkey = 0;       // the current binding's, or the last one's
-    std::uint32_t bound_qp = 0;   // QP number the window is bound through; 0: unbound
+    std::uint32_t rkey = 0;     // the current binding's, or the last one's
+    std::uint32_t bound_qp = 0; // QP number the window is bound through; 0: unbound
 };
 
 struct VerbsPsp {

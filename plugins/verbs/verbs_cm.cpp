@@ -144,11 +144,14 @@ void VerbsTransport::read_async_events() {
         std::uint32_t qp_num = 0;
         VerbsCq *cq = nullptr;
         switch (type) {
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
-            qp_num = ev.element.qp->qp_num;
-            break;
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED: qp_num = ev.element.qp->qp_num; break;
         case IBV_EVENT_CQ_ERR: cq = static_cast<VerbsCq *>(ev.element.cq->cq_context); break;
         default: break;
         }
@@ -187,9 +190,9 @@ void VerbsTransport::read_async_events() {
                 if (vep->id)
                     rdma_notify(vep->id, IBV_EVENT_COMM_EST);
                 break;
-            case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-                break_connection(*vep, ibv_event_type_str(type), report);
-                break;
+            case IBV_EVENT_QP_FATAL:
+            case IBV_EVENT_QP_REQ_ERR:
+            case IBV_EVENT_QP_ACCESS_ERR: break_connection(*vep, ibv_event_type_str(type), report); break;
             default: break;
             }
         }
@@ -277,9 +280,8 @@ DAT_RETURN VerbsTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_Q
             if ((r = build_qp(vep)))
                 return r;
         vep.connect_len = frame_cm_data(kCmConnect, pdata, pdata_len, vep.connect_data);
-        vep.resolve_ms = timeout == DAT_TIMEOUT_INFINITE
-                             ? 2000
-                             : static_cast<int>(std::clamp<DAT_TIMEOUT>(timeout / 1000, 1, 2000));
+        vep.resolve_ms =
+            timeout == DAT_TIMEOUT_INFINITE ? 2000 : static_cast<int>(std::clamp<DAT_TIMEOUT>(timeout / 1000, 1, 2000));
         const std::uint64_t key = add_ep_key(vep);
         if (rdma_create_id(channel_, &id, key_context(key), RDMA_PS_TCP)) {
             DAT2_ERR("%s: rdma_create_id: %s\n", name(), std::strerror(errno));
@@ -530,7 +532,7 @@ void VerbsTransport::psp_close(kit::Psp &psp) {
         std::lock_guard<std::mutex> lock(mu_);
         psps_.erase(vpsp->key);
     }
-    loop().sync(); // a request handler that found it has returned
+    loop().sync();        // a request handler that found it has returned
     release_id(vpsp->id); // requests already reported have ids of their own
     delete vpsp;
 }

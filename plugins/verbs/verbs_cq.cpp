@@ -83,8 +83,8 @@ CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
         return &c.parts.front();
     if (depth > dev_attr_.max_cqe) {
         // ia_.max_dtos keeps every work queue within one CQ.
-        DAT2_ERR("%s: a work queue of %d does not fit a completion queue (the device allows %d)\n",
-                 name(), depth, dev_attr_.max_cqe);
+        DAT2_ERR("%s: a work queue of %d does not fit a completion queue (the device allows %d)\n", name(), depth,
+                 dev_attr_.max_cqe);
         return nullptr;
     }
     std::lock_guard<kit::Lock> lock(c.mu);
@@ -114,8 +114,8 @@ CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
     const int size = std::min(dev_attr_.max_cqe, std::max(256, depth * 2));
     ibv_cq *cq = ibv_create_cq(ctx_, size, &c, c.channel, 0);
     if (!cq) {
-        DAT2_ERR("%s: EVD %p: another completion queue (%d, for %d work requests beyond the %zu it has): %s\n",
-                 name(), (void *)c.evd, size, depth, c.parts.size(), std::strerror(errno));
+        DAT2_ERR("%s: EVD %p: another completion queue (%d, for %d work requests beyond the %zu it has): %s\n", name(),
+                 (void *)c.evd, size, depth, c.parts.size(), std::strerror(errno));
         return nullptr;
     }
     if (c.armed) {
@@ -167,8 +167,8 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
         }
         if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
             // A window bind or invalidation failed: the QP is in error now.
-            DAT2_LOG(log::kGeneric, "%s: window operation on EP %p failed: %s (opcode %d, vendor error %#x)\n",
-                     name(), (void *)vep->owner, ibv_wc_status_str(wc.status), wc.opcode, wc.vendor_err);
+            DAT2_LOG(log::kGeneric, "%s: window operation on EP %p failed: %s (opcode %d, vendor error %#x)\n", name(),
+                     (void *)vep->owner, ibv_wc_status_str(wc.status), wc.opcode, wc.vendor_err);
             if (!vep->broken.exchange(true)) {
                 const std::uint64_t id = vep->id_key;
                 loop().post([this, id] { dto_failed(id); });
@@ -205,8 +205,8 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
     out.immed = kit::Completion::Immed::kNone;
     out.immed_data = 0;
     if (wc.status == IBV_WC_SUCCESS && out.op->is_recv && (wc.wc_flags & IBV_WC_WITH_IMM)) {
-        out.immed = wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? kit::Completion::Immed::kRdmaWrite
-                                                            : kit::Completion::Immed::kSend;
+        out.immed =
+            wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? kit::Completion::Immed::kRdmaWrite : kit::Completion::Immed::kSend;
         out.immed_data = wc.imm_data; // as sent (post_ext)
     }
     // A message longer than the receive buffer: InfiniBand says local length
@@ -220,8 +220,8 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
         // ends it (it cannot be done here, under the EVD's lock).
         kit::Ep *owner = out.ep ? out.ep : out.op->ep;
         auto *vep = static_cast<VerbsEp *>(owner->tp);
-        DAT2_LOG(log::kGeneric, "%s: DTO on EP %p failed: %s (vendor error %#x)\n", name(),
-                 (void *)owner, ibv_wc_status_str(wc.status), wc.vendor_err);
+        DAT2_LOG(log::kGeneric, "%s: DTO on EP %p failed: %s (vendor error %#x)\n", name(), (void *)owner,
+                 ibv_wc_status_str(wc.status), wc.vendor_err);
         if (vep && !vep->broken.exchange(true)) {
             const std::uint64_t id = vep->id_key;
             loop().post([this, id] { dto_failed(id); });

@@ -17,7 +17,6 @@ namespace {
 
 VerbsEp &vep_of(kit::Ep &ep) { return *static_cast<VerbsEp *>(ep.tp); }
 
-
 } // namespace
 
 // ---- queue pairs ------------------------------------------------------------------------
@@ -89,8 +88,8 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         }
     }
     if (!qp) {
-        DAT2_ERR("%s: %s (send %d x %u, recv %d x %u): %s\n", name(), step, send_depth,
-                 a.cap.max_send_sge, recv_depth, a.cap.max_recv_sge, std::strerror(err));
+        DAT2_ERR("%s: %s (send %d x %u, recv %d x %u): %s\n", name(), step, send_depth, a.cap.max_send_sge, recv_depth,
+                 a.cap.max_recv_sge, std::strerror(err));
         pd_release(ep.pz);
         cq_uncommit(*scq, spart, send_depth);
         cq_uncommit(*rcq, rpart, recv_depth);
@@ -238,8 +237,7 @@ void VerbsTransport::ep_reset(kit::Ep &ep) {
         // A fresh QP: the old one's queues are gone with it, nothing it held
         // can complete into a record the kit hands out again.
         if (DAT_RETURN r = build_qp(vep))
-            DAT2_ERR("%s: EP %p: no new QP after reset (0x%x); it is rebuilt when next used\n", name(), (void *)&ep,
-                     r);
+            DAT2_ERR("%s: EP %p: no new QP after reset (0x%x); it is rebuilt when next used\n", name(), (void *)&ep, r);
     }
     loop().sync();
     release_id(id);
@@ -374,8 +372,7 @@ DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment
         wr.wr.atomic.swap = op.ext == kit::ExtKind::kCmpSwap ? op.operand[1] : 0;
         break;
     case kit::ExtKind::kNone:
-    case kit::ExtKind::kRmrBind:
-        return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
+    case kit::ExtKind::kRmrBind: return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     }
     if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
         wr.send_flags |= IBV_SEND_FENCE;

@@ -84,14 +84,18 @@ DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status) {
     case IBV_WC_SUCCESS: return DAT_DTO_SUCCESS;
     case IBV_WC_WR_FLUSH_ERR: return DAT_DTO_ERR_FLUSHED;
     case IBV_WC_LOC_LEN_ERR: return DAT_DTO_ERR_LOCAL_LENGTH;
-    case IBV_WC_LOC_QP_OP_ERR: case IBV_WC_LOC_EEC_OP_ERR: return DAT_DTO_ERR_LOCAL_EP;
-    case IBV_WC_LOC_PROT_ERR: case IBV_WC_LOC_ACCESS_ERR: return DAT_DTO_ERR_LOCAL_PROTECTION;
+    case IBV_WC_LOC_QP_OP_ERR:
+    case IBV_WC_LOC_EEC_OP_ERR: return DAT_DTO_ERR_LOCAL_EP;
+    case IBV_WC_LOC_PROT_ERR:
+    case IBV_WC_LOC_ACCESS_ERR: return DAT_DTO_ERR_LOCAL_PROTECTION;
     case IBV_WC_MW_BIND_ERR: return DAT_RMR_OPERATION_FAILED;
     case IBV_WC_BAD_RESP_ERR: return DAT_DTO_ERR_BAD_RESPONSE;
     case IBV_WC_REM_ACCESS_ERR: return DAT_DTO_ERR_REMOTE_ACCESS;
-    case IBV_WC_REM_INV_REQ_ERR: case IBV_WC_REM_OP_ERR: case IBV_WC_REM_INV_RD_REQ_ERR:
-    case IBV_WC_REM_ABORT_ERR: case IBV_WC_LOC_RDD_VIOL_ERR:
-        return DAT_DTO_ERR_REMOTE_RESPONDER;
+    case IBV_WC_REM_INV_REQ_ERR:
+    case IBV_WC_REM_OP_ERR:
+    case IBV_WC_REM_INV_RD_REQ_ERR:
+    case IBV_WC_REM_ABORT_ERR:
+    case IBV_WC_LOC_RDD_VIOL_ERR: return DAT_DTO_ERR_REMOTE_RESPONDER;
     case IBV_WC_RNR_RETRY_EXC_ERR: return DAT_DTO_ERR_RECEIVER_NOT_READY;
     default: return DAT_DTO_ERR_TRANSPORT; // retries exceeded, fatal, timeouts
     }
@@ -365,8 +369,8 @@ DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
     // slots), however many EPs share the EVD (VerbsCq).
     caps.max_dtos = std::max(
         1, std::min({kit::kMaxDtos, dev_attr_.max_qp_wr - kReservedSendSlots, dev_attr_.max_cqe - kReservedSendSlots}));
-    DAT2_LOG(log::kGeneric, "%s: %d EVDs (%s each), %d EPs (%s each), %d DTOs per EP; the process has %s of %s\n",
-             name, caps.max_evds, kit::usage_text(per_evd).c_str(), caps.max_eps, kit::usage_text(per_ep).c_str(),
+    DAT2_LOG(log::kGeneric, "%s: %d EVDs (%s each), %d EPs (%s each), %d DTOs per EP; the process has %s of %s\n", name,
+             caps.max_evds, kit::usage_text(per_evd).c_str(), caps.max_eps, kit::usage_text(per_ep).c_str(),
              caps.max_dtos, kit::usage_text(used).c_str(), kit::usage_text(limit).c_str());
     // Soft-RoCE hands out the kernel's completion flags as they are, and the
     // kernel's "with invalidate" is bit 2 (libibverbs': bit 3; bit 2 is the
@@ -386,8 +390,8 @@ DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
     caps.fence = true;
     caps.recv_before_connect = true;
     caps.ext = {true, atomics_supported(), atomics_supported()};
-    caps.max_private_data = static_cast<DAT_COUNT>(
-        std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
+    caps.max_private_data =
+        static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, kIbReqPrivateData - kCmHeader));
     DAT2_LOG(log::kGeneric, "%s: verbs device %s port %u (%s), address %s, max inline %u, memory windows %s\n", name,
              device.c_str(), port_, port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
              addr_text(address()).c_str(), max_inline_, mw_supported_ ? "type 2B" : "none");
@@ -425,7 +429,8 @@ void VerbsTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     a.max_iov_segments_per_rdma_read = ia_.caps.max_iov;
     a.max_iov_segments_per_rdma_write = ia_.caps.max_iov;
     a.max_lmrs = std::min(a.max_lmrs, dev_attr_.max_mr);
-    a.max_lmr_block_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(dev_attr_.max_mr_size, ~DAT_SEG_LENGTH(0)));
+    a.max_lmr_block_size =
+        static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(dev_attr_.max_mr_size, ~DAT_SEG_LENGTH(0)));
     a.max_lmr_virtual_address = ~DAT_VADDR(0);
     a.max_message_size = port_attr_.max_msg_sz;
     a.max_rdma_size = port_attr_.max_msg_sz;

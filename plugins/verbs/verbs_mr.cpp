@@ -139,8 +139,8 @@ void VerbsTransport::rmr_close(kit::Rmr &rmr) {
     pd_release(rmr.pz);
 }
 
-DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr,
-                                    DAT_VLEN len, DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) {
+DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &lmr, std::uintptr_t addr, DAT_VLEN len,
+                                    DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) {
     auto &vm = *static_cast<VerbsMw *>(rmr.tp);
     auto &vep = *static_cast<VerbsEp *>(ep.tp);
     ibv_qp *qp = vep.qp;
@@ -199,8 +199,7 @@ DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
         inv.opcode = IBV_WR_LOCAL_INV;
         inv.invalidate_rkey = vm.rkey;
         if (int rc = ibv_post_send(vep->qp, &inv, &bad)) {
-            DAT2_ERR("%s: invalidating a window on QP %u: %s\n", name(), vep->qp->qp_num,
-                     std::strerror(rc));
+            DAT2_ERR("%s: invalidating a window on QP %u: %s\n", name(), vep->qp->qp_num, std::strerror(rc));
             return rc == ENOMEM ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
                                 : to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
         }

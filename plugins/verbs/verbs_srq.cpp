@@ -12,7 +12,6 @@
 
 namespace dat2::verbs {
 
-
 DAT_RETURN VerbsTransport::srq_open(kit::Srq &srq, void *&tp) {
     if (!max_srq_recvs_)
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
@@ -27,8 +26,7 @@ DAT_RETURN VerbsTransport::srq_open(kit::Srq &srq, void *&tp) {
     ibv_srq *s = ibv_create_srq(pd, &attr);
     if (!s) {
         const int err = errno;
-        DAT2_ERR("%s: ibv_create_srq(%u x %u): %s\n", name(), attr.attr.max_wr, attr.attr.max_sge,
-                 std::strerror(err));
+        DAT2_ERR("%s: ibv_create_srq(%u x %u): %s\n", name(), attr.attr.max_wr, attr.attr.max_sge, std::strerror(err));
         pd_release(srq.pz);
         return to_dat(err, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ));
     }

@@ -7,8 +7,7 @@
 
 int headers12_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd);
 
-int headers12_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd)
-{
+int headers12_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd) {
     DAT_EVENT event;
     DAT_COUNT more = 0;
     DAT_PROVIDER_INFO info;

@@ -13,8 +13,7 @@ extern "C" decltype(dat_registry_list_providers) dat_registry_list_providers;
 
 int headers12_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd);
 
-int headers12_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd)
-{
+int headers12_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd) {
     DAT_EVENT event{};
     DAT_COUNT more = 0;
     DAT_RETURN (*close_fn)(DAT_IA_HANDLE, DAT_CLOSE_FLAGS) = dat_ia_close;

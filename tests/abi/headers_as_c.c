@@ -14,8 +14,7 @@
  * function/macro declarations are usable from C. */
 int headers_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd);
 
-int headers_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd)
-{
+int headers_as_c_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd) {
     DAT_EVENT event;
     DAT_COUNT more = 0;
     DAT_PROVIDER_INFO info;

@@ -15,8 +15,7 @@ extern "C" decltype(dat_registry_list_providers) dat_registry_list_providers;
 
 int headers_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd);
 
-int headers_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd)
-{
+int headers_as_cxx_use(DAT_IA_HANDLE ia, DAT_EVD_HANDLE evd) {
     DAT_EVENT event{};
     DAT_COUNT more = 0;
     DAT_IB_EXTENSION_EVENT_DATA ext{};

@@ -64,7 +64,7 @@ constexpr const char *kRssUnjudged = conformance::kAsanBuild || conformance::kTs
                                          : nullptr;
 
 class ChurnTest : public ConnectedTest {
-  protected:
+protected:
     // One cycle: connect, one message each way checked, disconnect from
     // either side (graceful or abrupt), drain, then reset or free+recreate.
     void cycle(long i) {
@@ -134,8 +134,8 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
     if (kRssUnjudged) {
         std::printf("churn: resident memory not judged: %s\n", kRssUnjudged);
     } else {
-        EXPECT_LE(rss1 - rss0, kRssSlackKiB) << "resident memory grew by " << (rss1 - rss0) << " KiB over "
-                                             << measured << " cycles";
+        EXPECT_LE(rss1 - rss0, kRssSlackKiB)
+            << "resident memory grew by " << (rss1 - rss0) << " KiB over " << measured << " cycles";
     }
 }
 

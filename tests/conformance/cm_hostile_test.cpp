@@ -81,7 +81,7 @@ protected:
         h += static_cast<char>(addr_len >> 8);
         h += static_cast<char>(addr_len & 0xff);
         h.append(6, '\0');
-        h.append(8, '\0'); // qualifier
+        h.append(8, '\0');   // qualifier
         h.append(8, '\x11'); // tag
         return h;
     }
@@ -133,8 +133,8 @@ TEST_P(CmHostileTest, GarbageTruncatedOversizedAndHalfOpenConnectionsLeaveTheLis
     const char client_pdata[] = "a real client, after the hostile ones";
     const char server_pdata[] = "served";
     DAT_EVENT client_est{};
-    ASSERT_NO_FATAL_FAILURE(connect_pair(client_pdata, sizeof client_pdata, server_pdata, sizeof server_pdata,
-                                         &client_est, nullptr));
+    ASSERT_NO_FATAL_FAILURE(
+        connect_pair(client_pdata, sizeof client_pdata, server_pdata, sizeof server_pdata, &client_est, nullptr));
     const auto &cd = client_est.event_data.connect_event_data;
     ASSERT_GE(cd.private_data_size, static_cast<DAT_COUNT>(sizeof server_pdata));
     EXPECT_EQ(std::memcmp(cd.private_data, server_pdata, sizeof server_pdata), 0);

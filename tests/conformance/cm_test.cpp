@@ -34,8 +34,8 @@ std::vector<unsigned char> pdata(size_t n, unsigned char seed) {
         return ::testing::AssertionFailure() << "not an IPv4 address";
     const auto got = reinterpret_cast<const sockaddr_in *>(a)->sin_addr.s_addr;
     if (got != reinterpret_cast<const sockaddr_in *>(want.ptr())->sin_addr.s_addr)
-        return ::testing::AssertionFailure() << "address " << inet_ntoa(in_addr{got}) << ", the IA's is "
-                                             << want.text();
+        return ::testing::AssertionFailure()
+               << "address " << inet_ntoa(in_addr{got}) << ", the IA's is " << want.text();
     return ::testing::AssertionSuccess();
 }
 
@@ -150,7 +150,8 @@ TEST_P(CmTest, PrivateDataOfMaxSizeDeliveredIntactBothWays) {
     DAT_CR_HANDLE cr = server_wait_cr();
     ASSERT_NE(cr, DAT_HANDLE_NULL);
     DAT_CR_PARAM p{};
-    ASSERT_DAT_OK(dat_cr_query(cr, static_cast<DAT_CR_PARAM_MASK>(DAT_CR_FIELD_PRIVATE_DATA_SIZE | DAT_CR_FIELD_PRIVATE_DATA), &p));
+    ASSERT_DAT_OK(dat_cr_query(
+        cr, static_cast<DAT_CR_PARAM_MASK>(DAT_CR_FIELD_PRIVATE_DATA_SIZE | DAT_CR_FIELD_PRIVATE_DATA), &p));
     ASSERT_EQ(p.private_data_size, max_private_data_size);
     EXPECT_EQ(std::memcmp(p.private_data, cpd.data(), cpd.size()), 0);
     DAT_EVENT ev{};
@@ -431,8 +432,8 @@ TEST_P(CmTest, ResetThenReconnectTheSameEndpoints) {
         ASSERT_TRUE(wait_dto_ok(server.recv_evd, 100 + round, &ev));
         EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 1000u);
         EXPECT_EQ(rbuf.mismatch(0, 1000, static_cast<unsigned char>(0x70 + round), 0), -1);
-        ASSERT_NO_FATAL_FAILURE(disconnect_pair(round % 2 ? server : client,
-                                                round == 1 ? DAT_CLOSE_ABRUPT_FLAG : DAT_CLOSE_GRACEFUL_FLAG));
+        ASSERT_NO_FATAL_FAILURE(
+            disconnect_pair(round % 2 ? server : client, round == 1 ? DAT_CLOSE_ABRUPT_FLAG : DAT_CLOSE_GRACEFUL_FLAG));
         ASSERT_DAT_OK(dat_ep_reset(client.ep));
         ASSERT_DAT_OK(dat_ep_reset(server.ep));
         ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
@@ -513,9 +514,9 @@ TEST_P(CmTest, DupConnectBadArguments) {
                    DAT_INVALID_STATE, DAT_INVALID_STATE_EP_UNCONNECTED);
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     // DAT_INVALID_HANDLE "The ep_handle or dup_ep_handle parameter is invalid".
-    EXPECT_DAT_INVALID_HANDLE(dat_ep_dup_connect(DAT_HANDLE_NULL, client.ep, kEventTimeoutUs, 0, nullptr,
-                                                 DAT_QOS_BEST_EFFORT),
-                              HandleKind::Ep);
+    EXPECT_DAT_INVALID_HANDLE(
+        dat_ep_dup_connect(DAT_HANDLE_NULL, client.ep, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
+        HandleKind::Ep);
     EXPECT_DAT_ERR(dat_ep_dup_connect(dup, DAT_HANDLE_NULL, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
                    DAT_INVALID_HANDLE, DAT_INVALID_HANDLE2);
     EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ia.pz, kEventTimeoutUs, 0, nullptr, DAT_QOS_BEST_EFFORT),
@@ -561,9 +562,9 @@ TEST_P(CmTest, ConnectPrivateDataLargerThanMaxIsInvalidParameter) {
     auto pd = pdata(static_cast<size_t>(max_private_data_size) + 1, 0x55);
     // dat_evd_wait(3DAT): "If the Consumer provides more data than ... max_private_data_size,
     // DAT_INVALID_PARAMETER is returned for that operation."
-    EXPECT_DAT_ERR(connect_ep(client.ep, server_addr.ptr(), port, kEventTimeoutUs, max_private_data_size + 1,
-                              pd.data()),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(
+        connect_ep(client.ep, server_addr.ptr(), port, kEventTimeoutUs, max_private_data_size + 1, pd.data()),
+        DAT_INVALID_PARAMETER, 0);
     EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
     EXPECT_TRUE(no_event(server.cr_evd));
     // dat_ep_connect(3DAT): private_data_size "Must be nonnegative."

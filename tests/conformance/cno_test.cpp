@@ -69,7 +69,7 @@ void DAT_API other_agent_func(DAT_PVOID, DAT_EVD_HANDLE) {}
 }
 
 class CnoTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         ASSERT_DAT_OK(ia_.open(GetParam()));

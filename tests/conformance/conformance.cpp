@@ -63,8 +63,9 @@ void Watchdog::start(const std::string &what, int seconds) {
         st->waiting = true;
         st->cv.notify_all();
         if (!st->cv.wait_for(lk, std::chrono::seconds(seconds), [st] { return st->stop; })) {
-            std::fprintf(stderr, "\nconformance watchdog: %s still running after %d s (a DAT call never returned); "
-                                 "ending the process\n",
+            std::fprintf(stderr,
+                         "\nconformance watchdog: %s still running after %d s (a DAT call never returned); "
+                         "ending the process\n",
                          what.c_str(), seconds);
             std::fflush(stderr);
             std::fflush(stdout);
@@ -145,18 +146,15 @@ bool subtype_names(DAT_UINT32 s, HandleKind kind) {
 
 } // namespace
 
-::testing::AssertionResult IsInvalidHandle(const char *expr_text, const char *kind_text,
-                                           DAT_RETURN r, HandleKind kind) {
+::testing::AssertionResult IsInvalidHandle(const char *expr_text, const char *kind_text, DAT_RETURN r,
+                                           HandleKind kind) {
     if (DAT_GET_TYPE(r) != DAT_INVALID_HANDLE)
-        return ::testing::AssertionFailure()
-               << expr_text << " -> " << ret_text(r) << ", expected DAT_INVALID_HANDLE";
+        return ::testing::AssertionFailure() << expr_text << " -> " << ret_text(r) << ", expected DAT_INVALID_HANDLE";
     const DAT_UINT32 s = DAT_GET_SUBTYPE(r);
-    if (s == DAT_NO_SUBTYPE || (s >= DAT_INVALID_HANDLE1 && s <= DAT_INVALID_HANDLE10) ||
-        subtype_names(s, kind))
+    if (s == DAT_NO_SUBTYPE || (s >= DAT_INVALID_HANDLE1 && s <= DAT_INVALID_HANDLE10) || subtype_names(s, kind))
         return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure()
-           << expr_text << " -> " << ret_text(r) << ": the subtype names another kind of object than "
-           << kind_text;
+    return ::testing::AssertionFailure() << expr_text << " -> " << ret_text(r)
+                                         << ": the subtype names another kind of object than " << kind_text;
 }
 
 DAT_HANDLE_TYPE handle_type(HandleKind kind) {
@@ -248,25 +246,25 @@ DAT_EVENT software_event(void *pointer) {
     return event;
 }
 
-DAT_RETURN create_lmr(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, void *address, DAT_VLEN length,
-                      DAT_MEM_PRIV_FLAGS privileges, DAT_LMR_HANDLE *lmr) {
+DAT_RETURN create_lmr(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, void *address, DAT_VLEN length, DAT_MEM_PRIV_FLAGS privileges,
+                      DAT_LMR_HANDLE *lmr) {
     DAT_REGION_DESCRIPTION region{};
     region.for_va = address;
     DAT_LMR_CONTEXT lctx = 0;
     DAT_RMR_CONTEXT rctx = 0;
     DAT_VLEN size = 0;
     DAT_VADDR addr = 0;
-    return dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, length, pz, privileges, DAT_VA_TYPE_VA, lmr, &lctx,
-                          &rctx, &size, &addr);
+    return dat_lmr_create(ia, DAT_MEM_TYPE_VIRTUAL, region, length, pz, privileges, DAT_VA_TYPE_VA, lmr, &lctx, &rctx,
+                          &size, &addr);
 }
 
 std::vector<LocalObjects::Object> LocalObjects::all() const {
     std::vector<Object> out = {
         {cno, HandleKind::Cno, "CNO"},         {sw_evd, HandleKind::Evd, "software EVD"},
-        {dto_evd, HandleKind::Evd, "DTO EVD"},  {conn_evd, HandleKind::Evd, "connection EVD"},
-        {cr_evd, HandleKind::Evd, "CR EVD"},    {pz, HandleKind::Pz, "PZ"},
-        {lmr, HandleKind::Lmr, "LMR"},          {ep, HandleKind::Ep, "EP"},
-        {rsp_ep, HandleKind::Ep, "RSP's EP"},   {psp, HandleKind::Psp, "PSP"},
+        {dto_evd, HandleKind::Evd, "DTO EVD"}, {conn_evd, HandleKind::Evd, "connection EVD"},
+        {cr_evd, HandleKind::Evd, "CR EVD"},   {pz, HandleKind::Pz, "PZ"},
+        {lmr, HandleKind::Lmr, "LMR"},         {ep, HandleKind::Ep, "EP"},
+        {rsp_ep, HandleKind::Ep, "RSP's EP"},  {psp, HandleKind::Psp, "PSP"},
     };
     if (has_rmr)
         out.push_back({rmr, HandleKind::Rmr, "RMR"});
@@ -282,10 +280,9 @@ void LocalObjects::create(DAT_IA_HANDLE ia) {
     ASSERT_DAT_OK(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd));
     ASSERT_DAT_OK(dat_evd_create(ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd));
     ASSERT_DAT_OK(dat_pz_create(ia, &pz));
-    ASSERT_DAT_OK(create_lmr(ia, pz, buffer.data(), buffer.size(),
-                             static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
-                                                             DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
-                             &lmr));
+    ASSERT_DAT_OK(create_lmr(
+        ia, pz, buffer.data(), buffer.size(),
+        static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG), &lmr));
     IaAttributes attrs;
     ASSERT_DAT_OK(attrs.query(ia));
     has_rmr = attrs.ia.max_rmrs >= 1;
@@ -340,8 +337,7 @@ std::future<CnoWait> start_cno_wait(DAT_CNO_HANDLE cno, DAT_TIMEOUT timeout_us) 
 }
 
 DAT_RETURN IaAttributes::query(DAT_IA_HANDLE ia_handle) {
-    return dat_ia_query(ia_handle, &async_evd, DAT_IA_FIELD_ALL, &ia, DAT_PROVIDER_FIELD_ALL,
-                        &provider());
+    return dat_ia_query(ia_handle, &async_evd, DAT_IA_FIELD_ALL, &ia, DAT_PROVIDER_FIELD_ALL, &provider());
 }
 
 } // namespace conformance

@@ -45,7 +45,6 @@ inline constexpr bool kTsanBuild = true;
 inline constexpr bool kTsanBuild = false;
 #endif
 
-
 using namespace std::chrono_literals;
 
 std::vector<std::string> ia_names();
@@ -82,12 +81,12 @@ constexpr int kWatchdogSeconds = 90;
 // call that never returns (or a waiter thread that never ends) must not hang
 // the suite until ctest's own timeout.
 class Watchdog {
-  public:
+public:
     void start(const std::string &what, int seconds = kWatchdogSeconds);
     void stop();
     ~Watchdog() { stop(); }
 
-  private:
+private:
     struct State;
     State *st_ = nullptr;
 };
@@ -95,7 +94,7 @@ class Watchdog {
 // Base of every suite: parametrized over the IA name, under a watchdog. A
 // suite that overrides SetUp/TearDown calls these first/last.
 class ConformanceTest : public ::testing::TestWithParam<std::string> {
-  protected:
+protected:
     void SetUp() override;
     void TearDown() override;
     Watchdog watchdog;
@@ -120,8 +119,7 @@ enum class HandleKind { Any, Ia, Evd, Ep, Lmr, Rmr, Pz, Psp, Rsp, Cr, Cno, Srq }
 // subtype, a positional DAT_INVALID_HANDLE1..10, or a subtype naming `kind`
 // (any DAT_INVALID_HANDLE_EVD_* for an EVD). The man pages name only the major
 // code, so a subtype naming another kind of object is the one thing refused.
-::testing::AssertionResult IsInvalidHandle(const char *expr_text, const char *kind_text,
-                                           DAT_RETURN r, HandleKind kind);
+::testing::AssertionResult IsInvalidHandle(const char *expr_text, const char *kind_text, DAT_RETURN r, HandleKind kind);
 
 // The DAT_HANDLE_TYPE of objects of `kind` (HandleKind::Any has none: DAT_HANDLE_TYPE_IA).
 DAT_HANDLE_TYPE handle_type(HandleKind kind);
@@ -140,8 +138,8 @@ DAT_EVENT software_event(void *pointer);
 
 // dat_lmr_create of DAT_MEM_TYPE_VIRTUAL memory [address, address + length);
 // what it returns besides the handle is dropped.
-DAT_RETURN create_lmr(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, void *address, DAT_VLEN length,
-                      DAT_MEM_PRIV_FLAGS privileges, DAT_LMR_HANDLE *lmr);
+DAT_RETURN create_lmr(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, void *address, DAT_VLEN length, DAT_MEM_PRIV_FLAGS privileges,
+                      DAT_LMR_HANDLE *lmr);
 
 // One live object of every kind a Consumer can make without a connection, all
 // on one IA: a CNO, a software EVD feeding it, a DTO, a connection and a CR EVD,
@@ -191,8 +189,7 @@ struct EvdWait {
     DAT_COUNT nmore = -1;
 };
 // A thread blocked in dat_evd_wait(evd, timeout_us, threshold).
-std::future<EvdWait> start_evd_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout_us = kLongWaitUs,
-                                    DAT_COUNT threshold = 1);
+std::future<EvdWait> start_evd_wait(DAT_EVD_HANDLE evd, DAT_TIMEOUT timeout_us = kLongWaitUs, DAT_COUNT threshold = 1);
 
 struct CnoWait {
     DAT_RETURN r = DAT_INTERNAL_ERROR;
@@ -202,7 +199,7 @@ struct CnoWait {
 std::future<CnoWait> start_cno_wait(DAT_CNO_HANDLE cno, DAT_TIMEOUT timeout_us = kLongWaitUs);
 
 // Gives the waiter kLetWaiterBlock to block; it must not have returned.
-template <class T> ::testing::AssertionResult still_blocked(const std::future<T> &waiter) {
+template <class T>::testing::AssertionResult still_blocked(const std::future<T> &waiter) {
     std::this_thread::sleep_for(kLetWaiterBlock);
     if (waiter.wait_for(0s) == std::future_status::ready)
         return ::testing::AssertionFailure() << "the waiter returned early";
@@ -211,8 +208,7 @@ template <class T> ::testing::AssertionResult still_blocked(const std::future<T>
 
 // The waiter returns within `bound`.
 template <class T>
-::testing::AssertionResult returns_within(const std::future<T> &waiter,
-                                          std::chrono::milliseconds bound = kWakeBound) {
+::testing::AssertionResult returns_within(const std::future<T> &waiter, std::chrono::milliseconds bound = kWakeBound) {
     if (waiter.wait_for(bound) != std::future_status::ready)
         return ::testing::AssertionFailure() << "the waiter did not return within " << bound.count() << " ms";
     return ::testing::AssertionSuccess();
@@ -226,7 +222,7 @@ struct IaAttributes {
     DAT_RETURN query(DAT_IA_HANDLE ia_handle);
     DAT_PROVIDER_ATTR &provider() { return *reinterpret_cast<DAT_PROVIDER_ATTR *>(provider_raw_); }
 
-  private:
+private:
     alignas(DAT_PROVIDER_ATTR) unsigned char provider_raw_[sizeof(DAT_PROVIDER_ATTR)] = {};
 };
 
@@ -238,40 +234,39 @@ inline DAT_OS_WAIT_PROXY_AGENT no_agent() { return DAT_OS_WAIT_PROXY_AGENT{nullp
 
 } // namespace conformance
 
-#define EXPECT_DAT_OK(expr)                                                                    \
-    do {                                                                                       \
-        DAT_RETURN dat_ret_ = (expr);                                                          \
-        EXPECT_EQ(dat_ret_, DAT_SUCCESS) << #expr << " -> " << conformance::ret_text(dat_ret_); \
+#define EXPECT_DAT_OK(expr)                                                                                            \
+    do {                                                                                                               \
+        DAT_RETURN dat_ret_ = (expr);                                                                                  \
+        EXPECT_EQ(dat_ret_, DAT_SUCCESS) << #expr << " -> " << conformance::ret_text(dat_ret_);                        \
     } while (0)
-#define ASSERT_DAT_OK(expr)                                                                    \
-    do {                                                                                       \
-        DAT_RETURN dat_ret_ = (expr);                                                          \
-        ASSERT_EQ(dat_ret_, DAT_SUCCESS) << #expr << " -> " << conformance::ret_text(dat_ret_); \
+#define ASSERT_DAT_OK(expr)                                                                                            \
+    do {                                                                                                               \
+        DAT_RETURN dat_ret_ = (expr);                                                                                  \
+        ASSERT_EQ(dat_ret_, DAT_SUCCESS) << #expr << " -> " << conformance::ret_text(dat_ret_);                        \
     } while (0)
 // Compares the major code (DAT_GET_TYPE) and, when `subtype` is not 0, the subtype.
-#define EXPECT_DAT_ERR(expr, type, subtype)                                                    \
-    do {                                                                                       \
-        DAT_RETURN dat_ret_ = (expr);                                                          \
-        EXPECT_EQ(DAT_GET_TYPE(dat_ret_), DAT_RETURN(type)) << #expr << " -> " << conformance::ret_text(dat_ret_); \
-        if ((subtype) != 0) {                                                                  \
-            EXPECT_EQ(DAT_GET_SUBTYPE(dat_ret_), DAT_RETURN(subtype)) << #expr << " -> " << conformance::ret_text(dat_ret_); \
-        }                                                                                      \
+#define EXPECT_DAT_ERR(expr, type, subtype)                                                                            \
+    do {                                                                                                               \
+        DAT_RETURN dat_ret_ = (expr);                                                                                  \
+        EXPECT_EQ(DAT_GET_TYPE(dat_ret_), DAT_RETURN(type)) << #expr << " -> " << conformance::ret_text(dat_ret_);     \
+        if ((subtype) != 0) {                                                                                          \
+            EXPECT_EQ(DAT_GET_SUBTYPE(dat_ret_), DAT_RETURN(subtype))                                                  \
+                << #expr << " -> " << conformance::ret_text(dat_ret_);                                                 \
+        }                                                                                                              \
     } while (0)
 
 // In a TEST body only (GTEST_SKIP leaves just the current function): skips
 // when `r` says the feature is not provided, printing the gap (kGap*) and `r`.
-#define SKIP_IF_NOT_PROVIDED(r, gap)                                                           \
-    do {                                                                                       \
-        DAT_RETURN dat_gap_ret_ = (r);                                                         \
-        if (conformance::not_provided(dat_gap_ret_))                                           \
-            GTEST_SKIP() << (gap) << " (" << conformance::ret_text(dat_gap_ret_) << ")";       \
+#define SKIP_IF_NOT_PROVIDED(r, gap)                                                                                   \
+    do {                                                                                                               \
+        DAT_RETURN dat_gap_ret_ = (r);                                                                                 \
+        if (conformance::not_provided(dat_gap_ret_))                                                                   \
+            GTEST_SKIP() << (gap) << " (" << conformance::ret_text(dat_gap_ret_) << ")";                               \
     } while (0)
 
-#define INSTANTIATE_OVER_IAS(suite)                                                            \
-    INSTANTIATE_TEST_SUITE_P(Ia, suite, ::testing::ValuesIn(conformance::ia_names()),          \
-                             conformance::param_name)
+#define INSTANTIATE_OVER_IAS(suite)                                                                                    \
+    INSTANTIATE_TEST_SUITE_P(Ia, suite, ::testing::ValuesIn(conformance::ia_names()), conformance::param_name)
 
 // Expects DAT_INVALID_HANDLE with a subtype consistent with `kind`
 // (conformance::HandleKind::Evd etc.); see conformance::IsInvalidHandle.
-#define EXPECT_DAT_INVALID_HANDLE(expr, kind) \
-    EXPECT_PRED_FORMAT2(conformance::IsInvalidHandle, (expr), (kind))
+#define EXPECT_DAT_INVALID_HANDLE(expr, kind) EXPECT_PRED_FORMAT2(conformance::IsInvalidHandle, (expr), (kind))

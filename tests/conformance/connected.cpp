@@ -21,9 +21,8 @@ namespace conformance {
 
 std::string event_name(DAT_EVENT_NUMBER n) {
     switch (n) {
-#define C(x) \
-    case x:  \
-        return #x;
+#define C(x)                                                                                                           \
+    case x: return #x;
         C(DAT_DTO_COMPLETION_EVENT)
         C(DAT_RMR_BIND_COMPLETION_EVENT)
         C(DAT_CONNECTION_REQUEST_EVENT)
@@ -63,22 +62,38 @@ std::string table_name(const char *const (&names)[N], unsigned v, const char *pr
 } // namespace
 
 std::string dto_status_name(DAT_DTO_COMPLETION_STATUS s) {
-    static const char *const names[] = {
-        "DAT_DTO_SUCCESS",          "DAT_DTO_ERR_FLUSHED",         "DAT_DTO_ERR_LOCAL_LENGTH",
-        "DAT_DTO_ERR_LOCAL_EP",     "DAT_DTO_ERR_LOCAL_PROTECTION", "DAT_DTO_ERR_BAD_RESPONSE",
-        "DAT_DTO_ERR_REMOTE_ACCESS", "DAT_DTO_ERR_REMOTE_RESPONDER", "DAT_DTO_ERR_TRANSPORT",
-        "DAT_DTO_ERR_RECEIVER_NOT_READY", "DAT_DTO_ERR_PARTIAL_PACKET", "DAT_RMR_OPERATION_FAILED",
-        "DAT_DTO_ERR_LOCAL_MM_ERROR"};
+    static const char *const names[] = {"DAT_DTO_SUCCESS",
+                                        "DAT_DTO_ERR_FLUSHED",
+                                        "DAT_DTO_ERR_LOCAL_LENGTH",
+                                        "DAT_DTO_ERR_LOCAL_EP",
+                                        "DAT_DTO_ERR_LOCAL_PROTECTION",
+                                        "DAT_DTO_ERR_BAD_RESPONSE",
+                                        "DAT_DTO_ERR_REMOTE_ACCESS",
+                                        "DAT_DTO_ERR_REMOTE_RESPONDER",
+                                        "DAT_DTO_ERR_TRANSPORT",
+                                        "DAT_DTO_ERR_RECEIVER_NOT_READY",
+                                        "DAT_DTO_ERR_PARTIAL_PACKET",
+                                        "DAT_RMR_OPERATION_FAILED",
+                                        "DAT_DTO_ERR_LOCAL_MM_ERROR"};
     return table_name(names, static_cast<unsigned>(s), "", "dto status");
 }
 
 std::string ep_state_name(DAT_EP_STATE s) {
-    static const char *const names[] = {
-        "UNCONNECTED",          "UNCONFIGURED_UNCONNECTED", "RESERVED",
-        "UNCONFIGURED_RESERVED", "PASSIVE_CONNECTION_PENDING", "UNCONFIGURED_PASSIVE",
-        "ACTIVE_CONNECTION_PENDING", "TENTATIVE_CONNECTION_PENDING", "UNCONFIGURED_TENTATIVE",
-        "CONNECTED",            "DISCONNECT_PENDING",       "DISCONNECTED",
-        "COMPLETION_PENDING",   "CONNECTED_SINGLE_PATH",    "CONNECTED_MULTI_PATH"};
+    static const char *const names[] = {"UNCONNECTED",
+                                        "UNCONFIGURED_UNCONNECTED",
+                                        "RESERVED",
+                                        "UNCONFIGURED_RESERVED",
+                                        "PASSIVE_CONNECTION_PENDING",
+                                        "UNCONFIGURED_PASSIVE",
+                                        "ACTIVE_CONNECTION_PENDING",
+                                        "TENTATIVE_CONNECTION_PENDING",
+                                        "UNCONFIGURED_TENTATIVE",
+                                        "CONNECTED",
+                                        "DISCONNECT_PENDING",
+                                        "DISCONNECTED",
+                                        "COMPLETION_PENDING",
+                                        "CONNECTED_SINGLE_PATH",
+                                        "CONNECTED_MULTI_PATH"};
     return table_name(names, static_cast<unsigned>(s), "DAT_EP_STATE_", "ep state");
 }
 
@@ -88,9 +103,8 @@ std::string event_text(const DAT_EVENT &ev) {
     switch (ev.event_number) {
     case DAT_DTO_COMPLETION_EVENT: {
         const auto &d = ev.event_data.dto_completion_event_data;
-        os << " {status " << dto_status_name(d.status) << ", cookie 0x" << std::hex << d.user_cookie.as_64
-           << std::dec << ", length " << d.transfered_length << ", operation " << d.operation << ", ep "
-           << d.ep_handle << "}";
+        os << " {status " << dto_status_name(d.status) << ", cookie 0x" << std::hex << d.user_cookie.as_64 << std::dec
+           << ", length " << d.transfered_length << ", operation " << d.operation << ", ep " << d.ep_handle << "}";
         break;
     }
     case DAT_CONNECTION_REQUEST_EVENT: {
@@ -110,8 +124,7 @@ std::string event_text(const DAT_EVENT &ev) {
         os << " {ep " << d.ep_handle << ", private_data_size " << d.private_data_size << "}";
         break;
     }
-    default:
-        break;
+    default: break;
     }
     return os.str();
 }
@@ -150,8 +163,8 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us)
         return r;
     const auto &d = ev.event_data.dto_completion_event_data;
     if (d.status != DAT_DTO_SUCCESS || d.user_cookie.as_64 != ck)
-        return ::testing::AssertionFailure() << "expected a successful completion with cookie 0x" << std::hex << ck
-                                             << ", got " << event_text(ev);
+        return ::testing::AssertionFailure()
+               << "expected a successful completion with cookie 0x" << std::hex << ck << ", got " << event_text(ev);
     return ::testing::AssertionSuccess();
 }
 
@@ -159,8 +172,8 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us)
     DAT_EVENT ev{};
     DAT_RETURN r = next_event(evd, &ev, timeout_us);
     if (r != DAT_SUCCESS)
-        return ::testing::AssertionFailure() << "waiting " << timeout_us / 1000
-                                             << " ms for DISCONNECTED or BROKEN: dat_evd_wait -> " << ret_text(r);
+        return ::testing::AssertionFailure()
+               << "waiting " << timeout_us / 1000 << " ms for DISCONNECTED or BROKEN: dat_evd_wait -> " << ret_text(r);
     if (out)
         *out = ev;
     if (ev.event_number != DAT_CONNECTION_EVENT_DISCONNECTED && ev.event_number != DAT_CONNECTION_EVENT_BROKEN)
@@ -202,9 +215,9 @@ DAT_DTO_COOKIE cookie(DAT_UINT64 v) {
             return r << " (completion " << i << " of " << n << " flushed ones)";
         const auto &d = ev.event_data.dto_completion_event_data;
         if (d.status != DAT_DTO_ERR_FLUSHED || d.user_cookie.as_64 != first + i)
-            return ::testing::AssertionFailure() << "completion " << i << ": expected DAT_DTO_ERR_FLUSHED with cookie 0x"
-                                                 << std::hex << first + i << " (posting order), got "
-                                                 << event_text(ev);
+            return ::testing::AssertionFailure()
+                   << "completion " << i << ": expected DAT_DTO_ERR_FLUSHED with cookie 0x" << std::hex << first + i
+                   << " (posting order), got " << event_text(ev);
     }
     return ::testing::AssertionSuccess();
 }
@@ -222,14 +235,13 @@ DAT_RETURN connect_ep(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL q
         *accepted = r == DAT_SUCCESS;
     if (r != DAT_SUCCESS) {
         if (ep_state(ep) != DAT_EP_STATE_UNCONNECTED)
-            return ::testing::AssertionFailure() << "the refused accept (" << ret_text(r) << ") left the Endpoint "
-                                                 << ep_state_name(ep_state(ep));
+            return ::testing::AssertionFailure()
+                   << "the refused accept (" << ret_text(r) << ") left the Endpoint " << ep_state_name(ep_state(ep));
         return ::testing::AssertionSuccess();
     }
     DAT_EVENT ev{};
     if (DAT_RETURN w = next_event(conn_evd, &ev); w != DAT_SUCCESS)
-        return ::testing::AssertionFailure() << "no connection event after the accept: dat_evd_wait -> "
-                                             << ret_text(w);
+        return ::testing::AssertionFailure() << "no connection event after the accept: dat_evd_wait -> " << ret_text(w);
     if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED) {
         auto end = wait_connection_end(conn_evd);
         if (!end)
@@ -528,8 +540,8 @@ void ConnectedTest::connect_pair(const void *cpd, DAT_COUNT csize, const void *s
     ASSERT_NO_FATAL_FAILURE(accept_pair(cr, spd, ssize, client_est, server_est));
 }
 
-void ConnectedTest::accept_pair(DAT_CR_HANDLE cr, const void *pdata, DAT_COUNT pdata_size,
-                                DAT_EVENT *client_est, DAT_EVENT *server_est, DAT_EP_HANDLE ep) {
+void ConnectedTest::accept_pair(DAT_CR_HANDLE cr, const void *pdata, DAT_COUNT pdata_size, DAT_EVENT *client_est,
+                                DAT_EVENT *server_est, DAT_EP_HANDLE ep) {
     ASSERT_DAT_OK(dat_cr_accept(cr, ep ? ep : server.ep, pdata_size, const_cast<void *>(pdata)));
     DAT_EVENT ev{};
     ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, server_est ? server_est : &ev));
@@ -790,9 +802,8 @@ bool ChildPeer::send(const PeerMsg &m) { return to_child_ >= 0 && write_all(to_c
     int r = read_msg(from_child_, m, timeout_ms);
     if (r == 1) {
         if (m->kind == PeerMsg::Error)
-            return ::testing::AssertionFailure()
-                   << "child peer failed: " << ret_text(static_cast<DAT_RETURN>(m->value)) << " / "
-                   << event_name(static_cast<DAT_EVENT_NUMBER>(m->value));
+            return ::testing::AssertionFailure() << "child peer failed: " << ret_text(static_cast<DAT_RETURN>(m->value))
+                                                 << " / " << event_name(static_cast<DAT_EVENT_NUMBER>(m->value));
         return ::testing::AssertionSuccess();
     }
     if (r == -2)

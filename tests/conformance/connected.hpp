@@ -77,8 +77,7 @@ DAT_DTO_COOKIE cookie(DAT_UINT64 v);
 
 // dat_ep_connect with the suites' defaults (best effort QoS, default flags).
 DAT_RETURN connect_ep(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual,
-                      DAT_TIMEOUT timeout_us = kEventTimeoutUs, DAT_COUNT pdata_size = 0,
-                      const void *pdata = nullptr);
+                      DAT_TIMEOUT timeout_us = kEventTimeoutUs, DAT_COUNT pdata_size = 0, const void *pdata = nullptr);
 
 // ---- queries ----------------------------------------------------------------
 DAT_EP_STATE ep_state(DAT_EP_HANDLE ep); // via dat_ep_get_status
@@ -112,15 +111,15 @@ struct Buffer {
     ~Buffer();
 
     // Allocates `total` bytes and registers [off, off + len) (len 0: the rest).
-    DAT_RETURN create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, size_t total,
-                      DAT_MEM_PRIV_FLAGS priv = DAT_MEM_PRIV_ALL_FLAG, size_t off = 0, size_t len = 0);
+    DAT_RETURN create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE pz, size_t total, DAT_MEM_PRIV_FLAGS priv = DAT_MEM_PRIV_ALL_FLAG,
+                      size_t off = 0, size_t len = 0);
     DAT_RETURN free_lmr(); // dat_lmr_free, keeps the memory
     void release();        // frees LMR and memory
 
     DAT_LMR_TRIPLET iov(size_t off, size_t len) const;
     DAT_RMR_TRIPLET rmr(size_t off, size_t len) const;
-    void fill(unsigned char seed);          // a recognisable pattern from `seed`
-    void fill_byte(unsigned char b);        // every byte the same
+    void fill(unsigned char seed);   // a recognisable pattern from `seed`
+    void fill_byte(unsigned char b); // every byte the same
     // Offset of the first byte in [off, off+len) that differs from the
     // pattern `fill(seed)` wrote (pattern position counted from `pat_off`),
     // or -1 when all match.

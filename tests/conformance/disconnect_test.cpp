@@ -5,7 +5,6 @@
 // every state, and posting after the disconnect.
 #include "connected.hpp"
 
-
 #include <algorithm>
 #include <chrono>
 #include <set>
@@ -554,8 +553,8 @@ TEST_P(DisconnectTest, FreeOrDisconnectTentativeConnectionPendingEndpointIsInval
     if (not_provided(r)) {
         DAT_PROVIDER_ATTR pa{};
         ASSERT_DAT_OK(query_ia(server.ia.ia, nullptr, &pa));
-        EXPECT_EQ(pa.ep_creator, DAT_PSP_CREATES_EP_NEVER)
-            << "DAT_PSP_PROVIDER_FLAG refused (" << ret_text(r) << ") by a provider whose ep_creator is " << pa.ep_creator;
+        EXPECT_EQ(pa.ep_creator, DAT_PSP_CREATES_EP_NEVER) << "DAT_PSP_PROVIDER_FLAG refused (" << ret_text(r)
+                                                           << ") by a provider whose ep_creator is " << pa.ep_creator;
     }
     SKIP_IF_NOT_PROVIDED(r, kGapPspProvider);
     ASSERT_DAT_OK(r);

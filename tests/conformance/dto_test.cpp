@@ -97,8 +97,8 @@ protected:
 
     // Connects the pair, posts a receive of r[0, rlen) (cookie `rck`) on the
     // server, then a send of s[0, slen) (cookie `sck`, `flags`) on the client.
-    void connect_and_send(const Buffer &s, size_t slen, DAT_UINT64 sck, const Buffer &r, size_t rlen,
-                          DAT_UINT64 rck, DAT_COMPLETION_FLAGS flags = DAT_COMPLETION_DEFAULT_FLAG) {
+    void connect_and_send(const Buffer &s, size_t slen, DAT_UINT64 sck, const Buffer &r, size_t rlen, DAT_UINT64 rck,
+                          DAT_COMPLETION_FLAGS flags = DAT_COMPLETION_DEFAULT_FLAG) {
         ASSERT_NO_FATAL_FAILURE(connect_pair());
         ASSERT_DAT_OK(recv(server.ep, r, 0, rlen, rck));
         ASSERT_DAT_OK(send(client.ep, s, 0, slen, sck, flags));
@@ -108,8 +108,7 @@ protected:
     // 8-byte marker on the same connection: a send after the write is
     // delivered after it, so once the marker has arrived the write has landed.
     // The marker's receive was posted before the write, which must not consume it.
-    void rdma_write_and_mark(DAT_LMR_TRIPLET *local, DAT_COUNT n, const DAT_RMR_TRIPLET &remote,
-                             DAT_UINT64 ck) {
+    void rdma_write_and_mark(DAT_LMR_TRIPLET *local, DAT_COUNT n, const DAT_RMR_TRIPLET &remote, DAT_UINT64 ck) {
         Buffer mr, ms;
         ASSERT_NO_FATAL_FAILURE(make_buffers(ms, 64, 0, mr, 64));
         ASSERT_DAT_OK(recv(server.ep, mr, 0, 64, ck + 1));
@@ -141,8 +140,7 @@ protected:
     // or completed with DAT_DTO_ERR_LOCAL_PROTECTION once the client sends.
     void expect_receive_refused(DAT_RETURN rv, DAT_UINT64 ck, const Buffer &s) {
         expect_refused(rv, {DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION}, server.recv_evd, ck,
-                       DAT_DTO_ERR_LOCAL_PROTECTION,
-                       [&] { ASSERT_DAT_OK(send(client.ep, s, 0, 100, ck + 1)); });
+                       DAT_DTO_ERR_LOCAL_PROTECTION, [&] { ASSERT_DAT_OK(send(client.ep, s, 0, 100, ck + 1)); });
     }
 };
 
@@ -488,7 +486,7 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     constexpr unsigned char kLast = 0xee; // first byte of the message that ends the echo
     Buffer cs, cr, ss, sr;
     ASSERT_NO_FATAL_FAILURE(make_buffers(cs, kMsg, 0x61, sr, kMsg)); // client -> server
-    ASSERT_DAT_OK(server.register_buffer(ss, kMsg));                  // server -> client
+    ASSERT_DAT_OK(server.register_buffer(ss, kMsg));                 // server -> client
     ASSERT_DAT_OK(client.register_buffer(cr, kMsg));
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     ASSERT_DAT_OK(recv(server.ep, sr, 0, kMsg, 1));
@@ -542,8 +540,8 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
         ASSERT_GE(sleeps0, 0) << "cannot read /proc/self/task";
         woken = sleeps1 - sleeps0;
         allowed = 4 * (static_cast<long>(ms) + 5) + 50;
-        std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept "
-                  << woken << " times (allowed " << allowed << ")\n";
+        std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept " << woken
+                  << " times (allowed " << allowed << ")\n";
         windows += (windows.empty() ? "" : ", ") + std::to_string(static_cast<long>(ms)) + " ms";
     }
     cs.data[0] = kLast;
@@ -818,8 +816,7 @@ TEST_P(DtoTest, SuppressFlagStillReportsAFailedRdmaWrite) {
     DAT_LMR_TRIPLET local = s.iov(0, 512);
     DAT_RMR_TRIPLET remote = t.rmr(0, 512);
     remote.rmr_context = ~t.rmr_context; // not a context the server handed out
-    DAT_RETURN r =
-        dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xE2), &remote, DAT_COMPLETION_SUPPRESS_FLAG);
+    DAT_RETURN r = dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xE2), &remote, DAT_COMPLETION_SUPPRESS_FLAG);
     // dat_ep_post_rdma_write(3DAT) lets the provider refuse synchronously; a
     // failed, suppressed RDMA Write must still be reported (with an error).
     ASSERT_NO_FATAL_FAILURE(
@@ -990,7 +987,8 @@ TEST_P(DtoTest, SendOutsideTheLmrIsRefused) {
     ASSERT_DAT_OK(client.register_buffer(s, 3 * 4096, kLocalRw, 4096, 4096));
     ASSERT_DAT_OK(server.register_buffer(r, 8192));
     ASSERT_NO_FATAL_FAILURE(connect_with_receive(r, 0x31));
-    size_t reg_end = static_cast<size_t>(s.registered_address + s.registered_size - reinterpret_cast<uintptr_t>(s.data));
+    size_t reg_end =
+        static_cast<size_t>(s.registered_address + s.registered_size - reinterpret_cast<uintptr_t>(s.data));
     ASSERT_LE(reg_end + 64, s.size) << "provider registered more than the buffer";
     DAT_LMR_TRIPLET t = s.iov(reg_end - 64, 128); // straddles the end of the LMR
     // dat_ep_post_send(3DAT): DAT_INVALID_PARAMETER "For example, one of the IOV
@@ -1132,8 +1130,8 @@ TEST_P(DtoStoppedPeerTest, PostingMoreRequestsThanMaxRequestDtosIsInsufficientRe
     // max_request_dtos is "the maximum number of outstanding Consumer-submitted send
     // and RDMA DTOs".
     DAT_LMR_TRIPLET one = l.iov(0, 1);
-    EXPECT_DAT_ERR(dat_ep_post_send(c.ep, 1, &one, cookie(n), DAT_COMPLETION_DEFAULT_FLAG),
-                   DAT_INSUFFICIENT_RESOURCES, 0);
+    EXPECT_DAT_ERR(dat_ep_post_send(c.ep, 1, &one, cookie(n), DAT_COMPLETION_DEFAULT_FLAG), DAT_INSUFFICIENT_RESOURCES,
+                   0);
     // The peer dies: every outstanding Request completes exactly once, the
     // reads (their responses never came) unsuccessfully. A Send may have left
     // through the socket buffers before the peer stopped, so it may succeed.

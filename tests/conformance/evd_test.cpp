@@ -36,7 +36,7 @@ constexpr unsigned kEnableFacet = DAT_EVD_STATE_ENABLED | DAT_EVD_STATE_DISABLED
 constexpr unsigned kWaitFacet = DAT_EVD_STATE_WAITABLE | DAT_EVD_STATE_UNWAITABLE;
 
 class EvdTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         ASSERT_DAT_OK(ia_.open(GetParam()));
@@ -88,9 +88,8 @@ class EvdTest : public conformance::ConformanceTest {
 
 // ---- creation -------------------------------------------------------------------
 
-const DAT_EVD_FLAGS kStreamFlags[6] = {DAT_EVD_SOFTWARE_FLAG, DAT_EVD_CR_FLAG,
-                                       DAT_EVD_DTO_FLAG,      DAT_EVD_CONNECTION_FLAG,
-                                       DAT_EVD_RMR_BIND_FLAG, DAT_EVD_ASYNC_FLAG};
+const DAT_EVD_FLAGS kStreamFlags[6] = {DAT_EVD_SOFTWARE_FLAG,   DAT_EVD_CR_FLAG,       DAT_EVD_DTO_FLAG,
+                                       DAT_EVD_CONNECTION_FLAG, DAT_EVD_RMR_BIND_FLAG, DAT_EVD_ASYNC_FLAG};
 
 TEST_P(EvdTest, CreateWithEachStreamFlag) {
     for (DAT_EVD_FLAGS flag : kStreamFlags) {
@@ -130,8 +129,7 @@ TEST_P(EvdTest, CreateWithFlagCombinationsFollowsTheMergingMatrix) {
                 EXPECT_DAT_OK(dat_evd_free(evd));
             }
         } else {
-            EXPECT_TRUE(DAT_GET_TYPE(r) == DAT_INVALID_PARAMETER ||
-                        DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED)
+            EXPECT_TRUE(DAT_GET_TYPE(r) == DAT_INVALID_PARAMETER || DAT_GET_TYPE(r) == DAT_MODEL_NOT_SUPPORTED)
                 << conformance::ret_text(r);
             if (r == DAT_SUCCESS)
                 dat_evd_free(evd);
@@ -141,10 +139,8 @@ TEST_P(EvdTest, CreateWithFlagCombinationsFollowsTheMergingMatrix) {
 
 TEST_P(EvdTest, CreateQlenZeroOrNegativeIsInvalidParameter) {
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
-    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, 0, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
-                   DAT_INVALID_PARAMETER, 0);
-    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, -5, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, 0, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, -5, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd), DAT_INVALID_PARAMETER, 0);
 }
 
 TEST_P(EvdTest, CreateQlenAboveMaxIsRefused) {
@@ -156,8 +152,7 @@ TEST_P(EvdTest, CreateQlenAboveMaxIsRefused) {
     // dat_ia_query(3DAT): "Max EVD queue size: Maximum size of the EVD queue supported by an IA."
     // No dat_evd_create page says which code refuses more: DAT_INVALID_PARAMETER (a value out of
     // range) and DAT_INSUFFICIENT_RESOURCES (OFED's choice) are both accepted.
-    EXPECT_TRUE(DAT_GET_TYPE(r) == DAT_INVALID_PARAMETER ||
-                DAT_GET_TYPE(r) == DAT_INSUFFICIENT_RESOURCES)
+    EXPECT_TRUE(DAT_GET_TYPE(r) == DAT_INVALID_PARAMETER || DAT_GET_TYPE(r) == DAT_INSUFFICIENT_RESOURCES)
         << "qlen " << max + 1 << " -> " << conformance::ret_text(r);
     if (r == DAT_SUCCESS)
         dat_evd_free(evd);
@@ -171,8 +166,8 @@ TEST_P(EvdTest, CreateAtMaxQlenIsAccepted) {
     ASSERT_GE(max, 1);
     constexpr std::size_t kAffordable = 256u << 20;
     if (static_cast<std::size_t>(max) > kAffordable / sizeof(DAT_EVENT))
-        GTEST_SKIP() << "max_evd_qlen " << max << " events would need more than "
-                     << (kAffordable >> 20) << " MiB of queue";
+        GTEST_SKIP() << "max_evd_qlen " << max << " events would need more than " << (kAffordable >> 20)
+                     << " MiB of queue";
     DAT_EVD_HANDLE evd = make_evd(max);
     ASSERT_NE(evd, DAT_HANDLE_NULL);
     EXPECT_GE(query(evd).evd_qlen, max);
@@ -182,14 +177,12 @@ TEST_P(EvdTest, CreateAtMaxQlenIsAccepted) {
 
 TEST_P(EvdTest, CreateBadArguments) {
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
-    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, nullptr),
-                   DAT_INVALID_PARAMETER, 0);
-    EXPECT_DAT_INVALID_HANDLE(
-        dat_evd_create(DAT_HANDLE_NULL, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
-        HandleKind::Ia);
+    EXPECT_DAT_ERR(dat_evd_create(ia_.ia, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, nullptr), DAT_INVALID_PARAMETER,
+                   0);
+    EXPECT_DAT_INVALID_HANDLE(dat_evd_create(DAT_HANDLE_NULL, 8, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd),
+                              HandleKind::Ia);
     // A PZ where the CNO belongs.
-    EXPECT_DAT_INVALID_HANDLE(dat_evd_create(ia_.ia, 8, ia_.pz, DAT_EVD_SOFTWARE_FLAG, &evd),
-                              HandleKind::Cno);
+    EXPECT_DAT_INVALID_HANDLE(dat_evd_create(ia_.ia, 8, ia_.pz, DAT_EVD_SOFTWARE_FLAG, &evd), HandleKind::Cno);
 }
 
 // ---- query ----------------------------------------------------------------------
@@ -231,8 +224,7 @@ TEST_P(EvdTest, QueryInvalidMaskIsInvalidParameter) {
     DAT_EVD_HANDLE evd = make_evd(4);
     DAT_EVD_PARAM p{};
     // dat_evd_query(3DAT): DAT_INVALID_PARAMETER "The evd_param_mask parameter is invalid."
-    EXPECT_DAT_ERR(dat_evd_query(evd, static_cast<DAT_EVD_PARAM_MASK>(0x100), &p),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_evd_query(evd, static_cast<DAT_EVD_PARAM_MASK>(0x100), &p), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_ERR(dat_evd_query(evd, DAT_EVD_FIELD_ALL, nullptr), DAT_INVALID_PARAMETER, 0);
 }
 
@@ -437,8 +429,7 @@ TEST_P(EvdTest, WaitThresholdAboveOneOnUnsignalledDtoStreamIsInvalidState) {
     DAT_EP_PARAM defaults{};
     DAT_EP_HANDLE probe = DAT_HANDLE_NULL;
     // Start from the provider's defaults, change only the request completion flags.
-    ASSERT_DAT_OK(dat_ep_create(ia_.ia, ia_.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
-                                nullptr, &probe));
+    ASSERT_DAT_OK(dat_ep_create(ia_.ia, ia_.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &probe));
     ASSERT_DAT_OK(dat_ep_query(probe, DAT_EP_FIELD_ALL, &defaults));
     EXPECT_DAT_OK(dat_ep_free(probe));
     attr = defaults.ep_attr;
@@ -601,8 +592,8 @@ TEST_P(EvdTest, FreeWhileAnEndpointUsesItIsInvalidState) {
         DAT_EVD_HANDLE evd = make_evd(8, role == 2 ? DAT_EVD_CONNECTION_FLAG : DAT_EVD_DTO_FLAG);
         DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
         ASSERT_DAT_OK(dat_ep_create(ia_.ia, ia_.pz, role == 0 ? evd : DAT_HANDLE_NULL,
-                                    role == 1 ? evd : DAT_HANDLE_NULL,
-                                    role == 2 ? evd : DAT_HANDLE_NULL, nullptr, &ep));
+                                    role == 1 ? evd : DAT_HANDLE_NULL, role == 2 ? evd : DAT_HANDLE_NULL, nullptr,
+                                    &ep));
         EXPECT_DAT_ERR(dat_evd_free(evd), DAT_INVALID_STATE, 0);
         DAT_EVD_PARAM p{};
         EXPECT_DAT_OK(dat_evd_query(evd, DAT_EVD_FIELD_ALL, &p)); // still alive

@@ -59,8 +59,8 @@ protected:
         if (out->event_number != static_cast<DAT_EVENT_NUMBER>(DAT_IB_DTO_EVENT))
             return ::testing::AssertionFailure() << "expected DAT_IB_DTO_EVENT, got " << event_text(*out);
         if (d.user_cookie.as_64 != ck || d.status != DAT_DTO_SUCCESS)
-            return ::testing::AssertionFailure() << "cookie " << d.user_cookie.as_64 << " (want " << ck
-                                                 << "), status " << dto_status_name(d.status);
+            return ::testing::AssertionFailure()
+                   << "cookie " << d.user_cookie.as_64 << " (want " << ck << "), status " << dto_status_name(d.status);
         if (ext_of(*out).type != type || ext_of(*out).status != DAT_OP_SUCCESS)
             return ::testing::AssertionFailure() << "extension type " << ext_of(*out).type << " (want " << type
                                                  << "), status " << ext_of(*out).status;
@@ -129,8 +129,8 @@ TEST_P(ExtTest, OpenQueryReportsTheAttributesWithoutAnIaAndCloseQueryReleasesIt)
     // The header's macro casts to `const DAT_NAME_PTR` (a qualifier on a cast result).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wignored-qualifiers"
-    DAT_RETURN r = dat_ib_open_query(ia_name_ptr(GetParam()), &h, DAT_IA_FIELD_ALL, &ia_attr,
-                                     DAT_PROVIDER_FIELD_ALL, pa);
+    DAT_RETURN r =
+        dat_ib_open_query(ia_name_ptr(GetParam()), &h, DAT_IA_FIELD_ALL, &ia_attr, DAT_PROVIDER_FIELD_ALL, pa);
 #pragma GCC diagnostic pop
     ASSERT_DAT_OK(r);
     ASSERT_NE(h, DAT_HANDLE_NULL);
@@ -164,8 +164,7 @@ TEST_P(ExtTest, WriteImmedLandsTheDataAndCompletesTheOldestReceiveWithTheImmedia
     ASSERT_TRUE(wait_ext(client.req_evd, 0x77, DAT_IB_RDMA_WRITE_IMMED, &ev));
     EXPECT_EQ(ev.event_data.dto_completion_event_data.ep_handle, client.ep);
     EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 3000u);
-    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation,
-              static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, static_cast<DAT_DTOS>(DAT_IB_DTO_RDMA_WRITE_IMMED));
     EXPECT_EQ(ev.evd_handle, client.req_evd);
 
     ASSERT_TRUE(wait_ext(server.recv_evd, 1, DAT_IB_RDMA_WRITE_IMMED_DATA, &ev)) << "the oldest receive (cookie 1)";
@@ -341,15 +340,15 @@ TEST_P(ExtTest, CompareAndSwapSwapsOnlyWhenEqualAndAlwaysReturnsTheOriginal) {
     DAT_RMR_TRIPLET r = target.rmr(0, 8);
     DAT_EVENT ev{};
     // Compare fails: nothing swapped, the original comes back.
-    ASSERT_DAT_OK(dat_ib_post_cmp_and_swap(client.ep, 0x654321, 0x6789A, &l, cookie(1), &r,
-                                           DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(
+        dat_ib_post_cmp_and_swap(client.ep, 0x654321, 0x6789A, &l, cookie(1), &r, DAT_COMPLETION_DEFAULT_FLAG));
     ASSERT_TRUE(wait_ext(client.req_evd, 1, DAT_IB_CMP_AND_SWAP, &ev));
     EXPECT_EQ(ev.event_data.dto_completion_event_data.operation, static_cast<DAT_DTOS>(DAT_IB_DTO_CMP_SWAP));
     EXPECT_EQ(word_at(result, 0), 0x54321u);
     EXPECT_EQ(word_at(target, 0), 0x54321u) << "swapped although the compare failed";
     // Compare succeeds.
-    ASSERT_DAT_OK(dat_ib_post_cmp_and_swap(client.ep, 0x54321, 0x98765, &l, cookie(2), &r,
-                                           DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(
+        dat_ib_post_cmp_and_swap(client.ep, 0x54321, 0x98765, &l, cookie(2), &r, DAT_COMPLETION_DEFAULT_FLAG));
     ASSERT_TRUE(wait_ext(client.req_evd, 2, DAT_IB_CMP_AND_SWAP, &ev));
     EXPECT_EQ(word_at(result, 0), 0x54321u);
     EXPECT_EQ(word_at(target, 0), 0x98765u);

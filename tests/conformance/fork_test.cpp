@@ -49,8 +49,8 @@ namespace {
 using namespace conformance;
 
 constexpr size_t kChunk = 64 * 1024;
-constexpr int kChunks = 16;                // 1 MiB of RDMA writes in flight at each fork
-constexpr int kChildSeconds = 30;          // SIGALRM ends a child that hangs
+constexpr int kChunks = 16;       // 1 MiB of RDMA writes in flight at each fork
+constexpr int kChildSeconds = 30; // SIGALRM ends a child that hangs
 constexpr auto kChildWait = std::chrono::seconds(40);
 
 // Child exit codes of the "own connection" child.
@@ -105,7 +105,7 @@ enum ChildFail { kOk = 0, kOpen = 10, kListen, kEp, kConnect, kRequest, kAccept,
 }
 
 class ForkTest : public ConnectedTest {
-  protected:
+protected:
     void SetUp() override {
         ASSERT_NO_FATAL_FAILURE(ConnectedTest::SetUp());
         ASSERT_NO_FATAL_FAILURE(connect_pair());
@@ -202,10 +202,11 @@ TEST_P(ForkTest, ChildThatExitsLeavesTheParentsConnectionIntact) {
 }
 
 TEST_P(ForkTest, ChildThatExecsLeavesTheParentsConnectionIntact) {
-    EXPECT_EQ(fork_during_traffic(0x52, [] {
-                  ::execl("/bin/sh", "sh", "-c", "exit 0", static_cast<char *>(nullptr));
-                  _exit(127);
-              }),
+    EXPECT_EQ(fork_during_traffic(0x52,
+                                  [] {
+                                      ::execl("/bin/sh", "sh", "-c", "exit 0", static_cast<char *>(nullptr));
+                                      _exit(127);
+                                  }),
               0)
         << "/bin/sh -c 'exit 0' failed (127: exec failed)";
 }

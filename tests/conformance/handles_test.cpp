@@ -14,8 +14,7 @@ namespace {
 using conformance::HandleKind;
 using conformance::no_agent;
 
-constexpr auto kRmrIaPz =
-    static_cast<DAT_RMR_PARAM_MASK>(DAT_RMR_FIELD_IA_HANDLE | DAT_RMR_FIELD_PZ_HANDLE);
+constexpr auto kRmrIaPz = static_cast<DAT_RMR_PARAM_MASK>(DAT_RMR_FIELD_IA_HANDLE | DAT_RMR_FIELD_PZ_HANDLE);
 
 // The IA (its async EVD too) and one live object of every other kind on it.
 struct Objects : conformance::LocalObjects {
@@ -24,7 +23,7 @@ struct Objects : conformance::LocalObjects {
 };
 
 class HandlesTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         ASSERT_DAT_OK(dat_ia_open(conformance::ia_name_ptr(GetParam()), 8, &o_.async_evd, &o_.ia));
@@ -228,17 +227,14 @@ TEST_P(HandlesTest, HandlesOfAnotherTypeAreInvalidHandle) {
     EXPECT_DAT_INVALID_HANDLE(dat_pz_create(o.pz, &pz), HandleKind::Ia);
     // Handle arguments after the first: dat_ep_create with an LMR as PZ and a PZ as EVD.
     DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-    EXPECT_DAT_INVALID_HANDLE(dat_ep_create(o.ia, o.lmr, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
-                                            DAT_HANDLE_NULL, nullptr, &ep),
-                              HandleKind::Pz);
-    EXPECT_DAT_INVALID_HANDLE(dat_ep_create(o.ia, o.pz, o.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
-                                            nullptr, &ep),
+    EXPECT_DAT_INVALID_HANDLE(
+        dat_ep_create(o.ia, o.lmr, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep), HandleKind::Pz);
+    EXPECT_DAT_INVALID_HANDLE(dat_ep_create(o.ia, o.pz, o.pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep),
                               HandleKind::Evd);
     // dat_psp_create(3DAT): DAT_INVALID_HANDLE "The ia_handle or evd_handle parameter is invalid."
     DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
     DAT_CONN_QUAL qual = 0;
-    EXPECT_DAT_INVALID_HANDLE(dat_psp_create_any(o.ia, &qual, o.pz, DAT_PSP_CONSUMER_FLAG, &psp),
-                              HandleKind::Evd);
+    EXPECT_DAT_INVALID_HANDLE(dat_psp_create_any(o.ia, &qual, o.pz, DAT_PSP_CONSUMER_FLAG, &psp), HandleKind::Evd);
     // Every refused call left every object alone.
     expect_all_alive();
 }
@@ -287,8 +283,8 @@ TEST_P(HandlesTest, HandlesOfDestroyedObjectsAreInvalidHandle) {
     DAT_BOOLEAN recv_idle{}, req_idle{};
     EXPECT_DAT_INVALID_HANDLE(dat_ep_get_status(ep, &state, &recv_idle, &req_idle), HandleKind::Ep);
     // The exempted frees may fail or do nothing, but nothing else.
-    for (DAT_RETURN r : {dat_pz_free(pz), dat_lmr_free(lmr), dat_ep_free(ep),
-                         has_rmr_ ? dat_rmr_free(rmr) : DAT_RETURN(DAT_SUCCESS)})
+    for (DAT_RETURN r :
+         {dat_pz_free(pz), dat_lmr_free(lmr), dat_ep_free(ep), has_rmr_ ? dat_rmr_free(rmr) : DAT_RETURN(DAT_SUCCESS)})
         EXPECT_TRUE(r == DAT_SUCCESS || DAT_GET_TYPE(r) == DAT_INVALID_HANDLE) << conformance::ret_text(r);
     // dat_X_free(3DAT): use of the destroyed handle "in any subsequent operation except for
     // dat_X_free() fails" -- its query, and the generic calls, do not know it either.

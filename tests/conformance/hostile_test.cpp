@@ -85,9 +85,8 @@ enum class Bad {
     Count
 };
 const char *bad_name(Bad b) {
-    static const char *const names[] = {"NULL",    "small integer", "wrong type",  "freed",
-                                        "foreign IA", "forged header", "random bytes", "misaligned",
-                                        "provider table", "closed IA"};
+    static const char *const names[] = {"NULL",          "small integer", "wrong type", "freed",          "foreign IA",
+                                        "forged header", "random bytes",  "misaligned", "provider table", "closed IA"};
     return names[static_cast<int>(b)];
 }
 
@@ -98,7 +97,7 @@ enum class Mode { BadHandle, BadArg, Fixed };
 struct World {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL, ia2 = DAT_HANDLE_NULL, closed_ia = DAT_HANDLE_NULL;
     DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL, async_evd2 = DAT_HANDLE_NULL;
-    conformance::LocalObjects o, o2; // live on IA 1 and IA 2
+    conformance::LocalObjects o, o2;                             // live on IA 1 and IA 2
     std::vector<DAT_HANDLE> pool[static_cast<int>(K::Count)];    // valid values, IA 1
     std::vector<DAT_HANDLE> foreign[static_cast<int>(K::Count)]; // IA 2
     std::vector<DAT_HANDLE> freed;
@@ -125,7 +124,7 @@ struct World {
 // The source of one call's arguments: handle() and arg() in the order of the
 // call's parameters; which one is invalid was decided before the call.
 class Call {
-  public:
+public:
     Call(World &w, std::mt19937_64 &rng, Mode mode, int target, bool chaos, unsigned char (*stack)[128])
         : w_(w), rng_(rng), mode_(mode), target_(target), chaos_(chaos), stack_(stack) {}
 
@@ -160,7 +159,7 @@ class Call {
     Bad bad_category() const { return bad_; }
     K bad_kind() const { return bad_kind_; }
 
-  private:
+private:
     DAT_HANDLE good(K k) {
         if (k == K::Any) { // any live object, or the IA
             std::vector<DAT_HANDLE> all = {w_.ia, w_.async_evd};
@@ -191,9 +190,7 @@ class Call {
     bool make(Bad b, K k, bool optional, int position, DAT_HANDLE *out) {
         const K t = type_of(k);
         switch (b) {
-        case Bad::Null:
-            *out = DAT_HANDLE_NULL;
-            return !optional;
+        case Bad::Null: *out = DAT_HANDLE_NULL; return !optional;
         case Bad::SmallInt: {
             auto v = static_cast<std::uintptr_t>(1 + pick(4095));
             if (small_int_valid(k) && w_.live_ia_numbers.count(v))
@@ -215,9 +212,7 @@ class Call {
             *out = others[pick(others.size())];
             return true;
         }
-        case Bad::Freed:
-            *out = w_.freed[pick(w_.freed.size())];
-            return true;
+        case Bad::Freed: *out = w_.freed[pick(w_.freed.size())]; return true;
         case Bad::Foreign: {
             // Only where another handle of the call anchors it to IA 1 (a
             // call on one object of IA 2 alone is a valid call). A connection
@@ -257,9 +252,7 @@ class Call {
             *out = reinterpret_cast<DAT_HANDLE>(base + offsets[pick(std::size(offsets))]);
             return true;
         }
-        case Bad::ProviderTable:
-            *out = const_cast<DAT_PROVIDER *>(w_.provider);
-            return true;
+        case Bad::ProviderTable: *out = const_cast<DAT_PROVIDER *>(w_.provider); return true;
         case Bad::ClosedIa:
             *out = w_.closed_ia;
             return !w_.live_ia_numbers.count(reinterpret_cast<std::uintptr_t>(w_.closed_ia));
@@ -846,7 +839,7 @@ std::vector<Entry> entries() {
 }
 
 class HostileTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         w_.ia_name = GetParam();
@@ -1097,12 +1090,13 @@ TEST_P(HostileTest, EveryCallRefusesInvalidHandlesAndArguments) {
         if (!what.empty()) {
             if (++failures <= 25) {
                 std::string how = mode == Mode::BadHandle
-                                      ? std::string("handle #") + std::to_string(target) + " " + bad_name(c.bad_category()) +
+                                      ? std::string("handle #") + std::to_string(target) + " " +
+                                            bad_name(c.bad_category()) +
                                             (chaos ? ", other arguments random" : ", other arguments valid")
                                   : mode == Mode::BadArg ? "argument #" + std::to_string(target) + " out of range"
                                                          : "invalid by construction";
-                ADD_FAILURE() << "call " << i << ": " << e.name << " (" << how << ") " << what << ": "
-                              << ret_text(r) << " (seed " << seed << ")";
+                ADD_FAILURE() << "call " << i << ": " << e.name << " (" << how << ") " << what << ": " << ret_text(r)
+                              << " (seed " << seed << ")";
             }
         }
     }
@@ -1126,7 +1120,8 @@ TEST_P(HostileTest, EveryCallRefusesInvalidHandlesAndArguments) {
                 "DAT_INVALID_HANDLE exactly; bad handles by kind:",
                 made, table.size(), secs, made - failures, strict);
     for (int b = 0; b < static_cast<int>(Bad::Count); ++b)
-        std::printf(" %s %ld%s", bad_name(static_cast<Bad>(b)), by_category[b], b + 1 < static_cast<int>(Bad::Count) ? "," : "\n");
+        std::printf(" %s %ld%s", bad_name(static_cast<Bad>(b)), by_category[b],
+                    b + 1 < static_cast<int>(Bad::Count) ? "," : "\n");
     std::fflush(stdout);
     RecordProperty("calls_fuzzed", std::to_string(made));
 

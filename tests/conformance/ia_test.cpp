@@ -40,7 +40,7 @@ struct Ia {
 };
 
 class IaTest : public conformance::ConformanceTest {
-  protected:
+protected:
     std::string name() const { return GetParam(); }
 };
 
@@ -69,8 +69,7 @@ TEST_P(IaTest, QueryReportsTheAsyncEvdOfTheOpen) {
     Ia a;
     ASSERT_DAT_OK(a.open(name()));
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE,
-                               nullptr));
+    ASSERT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr));
     EXPECT_EQ(async, a.async_evd);
 }
 
@@ -119,11 +118,9 @@ TEST_P(IaTest, QueryWithNullAttributeStructuresIsInvalidParameter) {
     // dat_ia_query(3DAT): the Consumer passes structures "that the Provider fills"; asking for
     // fields without one is DAT_INVALID_PARAMETER.
     conformance::IaAttributes attrs;
-    EXPECT_DAT_ERR(dat_ia_query(a.ia, nullptr, DAT_IA_FIELD_ALL, nullptr, DAT_PROVIDER_FIELD_NONE,
-                                nullptr),
+    EXPECT_DAT_ERR(dat_ia_query(a.ia, nullptr, DAT_IA_FIELD_ALL, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr),
                    DAT_INVALID_PARAMETER, 0);
-    EXPECT_DAT_ERR(dat_ia_query(a.ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_ALL,
-                                nullptr),
+    EXPECT_DAT_ERR(dat_ia_query(a.ia, nullptr, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_ALL, nullptr),
                    DAT_INVALID_PARAMETER, 0);
 }
 
@@ -180,8 +177,7 @@ TEST_P(IaTest, QueryAttributesAreSane) {
                 pa.iov_ownership_on_return == DAT_IOV_PROVIDER_NOMOD ||
                 pa.iov_ownership_on_return == DAT_IOV_PROVIDER_MOD)
         << pa.iov_ownership_on_return;
-    EXPECT_TRUE(pa.ep_creator == DAT_PSP_CREATES_EP_NEVER ||
-                pa.ep_creator == DAT_PSP_CREATES_EP_IFASKED ||
+    EXPECT_TRUE(pa.ep_creator == DAT_PSP_CREATES_EP_NEVER || pa.ep_creator == DAT_PSP_CREATES_EP_IFASKED ||
                 pa.ep_creator == DAT_PSP_CREATES_EP_ALWAYS)
         << pa.ep_creator;
     // A merging matrix is symmetric: entry [i][j] and [j][i] describe the same pair.
@@ -240,8 +236,7 @@ TEST_P(IaTest, CloseWithInvalidFlagsIsInvalidParameter) {
     EXPECT_DAT_ERR(dat_ia_close(a.ia, static_cast<DAT_CLOSE_FLAGS>(0x7e)), DAT_INVALID_PARAMETER, 0);
     // The IA is still open.
     DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-    EXPECT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE,
-                               nullptr));
+    EXPECT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr));
 }
 
 TEST_P(IaTest, AbruptCloseDestroysEveryObject) {
@@ -270,8 +265,7 @@ TEST_P(IaTest, AbruptCloseUnblocksEvdWaiterWithAbort) {
     const bool unblocked = static_cast<bool>(conformance::returns_within(waiter));
     const DAT_RETURN r = waiter.get().r; // after its own 5 s timeout if the close did not wake it
     // dat_ia_close(3DAT): "All direct waiters on all EVDs are also unblocked and return with DAT_ABORT."
-    EXPECT_TRUE(unblocked) << "waiter not unblocked by the close; it returned "
-                           << conformance::ret_text(r) << " after "
+    EXPECT_TRUE(unblocked) << "waiter not unblocked by the close; it returned " << conformance::ret_text(r) << " after "
                            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
                            << " ms";
     EXPECT_DAT_ERR(r, DAT_ABORT, 0);
@@ -292,31 +286,23 @@ TEST_P(IaTest, GracefulCloseRefusesWhileObjectsExist) {
         DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
         std::vector<char> buffer(4096);
         switch (kind) {
-        case kPz:
-            ASSERT_DAT_OK(dat_pz_create(a.ia, &pz));
-            break;
-        case kEvd:
-            ASSERT_DAT_OK(dat_evd_create(a.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd));
-            break;
-        case kCno:
-            ASSERT_DAT_OK(dat_cno_create(a.ia, conformance::no_agent(), &cno));
-            break;
+        case kPz: ASSERT_DAT_OK(dat_pz_create(a.ia, &pz)); break;
+        case kEvd: ASSERT_DAT_OK(dat_evd_create(a.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd)); break;
+        case kCno: ASSERT_DAT_OK(dat_cno_create(a.ia, conformance::no_agent(), &cno)); break;
         case kLmr:
             ASSERT_DAT_OK(dat_pz_create(a.ia, &pz));
-            ASSERT_DAT_OK(conformance::create_lmr(a.ia, pz, buffer.data(), buffer.size(),
-                                                  DAT_MEM_PRIV_LOCAL_READ_FLAG, &lmr));
+            ASSERT_DAT_OK(
+                conformance::create_lmr(a.ia, pz, buffer.data(), buffer.size(), DAT_MEM_PRIV_LOCAL_READ_FLAG, &lmr));
             break;
         case kEp:
             ASSERT_DAT_OK(dat_pz_create(a.ia, &pz));
-            ASSERT_DAT_OK(dat_ep_create(a.ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
-                                        DAT_HANDLE_NULL, nullptr, &ep));
+            ASSERT_DAT_OK(dat_ep_create(a.ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep));
             break;
         }
         EXPECT_DAT_ERR(dat_ia_close(a.ia, DAT_CLOSE_GRACEFUL_FLAG), DAT_INVALID_STATE, 0);
         // The IA and its objects survive the refused close.
         DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
-        EXPECT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr,
-                                   DAT_PROVIDER_FIELD_NONE, nullptr));
+        EXPECT_DAT_OK(dat_ia_query(a.ia, &async, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr));
         if (ep != DAT_HANDLE_NULL) {
             EXPECT_DAT_OK(dat_ep_free(ep));
         }
@@ -365,8 +351,7 @@ TEST_P(IaTest, ConsumerSuppliedAsyncEvdIsUsedAndNotDestroyedByClose) {
     // dat_ia_open(3DAT): the provider does not create an EVD; the handle is the one passed in.
     EXPECT_EQ(passed, async);
     DAT_EVD_HANDLE reported = DAT_HANDLE_NULL;
-    EXPECT_DAT_OK(dat_ia_query(second, &reported, DAT_IA_FIELD_NONE, nullptr,
-                               DAT_PROVIDER_FIELD_NONE, nullptr));
+    EXPECT_DAT_OK(dat_ia_query(second, &reported, DAT_IA_FIELD_NONE, nullptr, DAT_PROVIDER_FIELD_NONE, nullptr));
     EXPECT_EQ(reported, async);
     // dat_evd_free(3DAT): DAT_INVALID_STATE while the EVD is in use (here: by the second IA).
     EXPECT_DAT_ERR(dat_evd_free(async), DAT_INVALID_STATE, 0);
@@ -386,8 +371,7 @@ TEST_P(IaTest, AsyncEvdOfAnotherIaMustBeAnAsyncEvd) {
     DAT_EVD_HANDLE passed = dto;
     DAT_IA_HANDLE second = DAT_HANDLE_NULL;
     // dat_ia_open(3DAT): DAT_INVALID_HANDLE "Invalid DAT handle; async_evd_handle is invalid".
-    EXPECT_DAT_INVALID_HANDLE(dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second),
-                              HandleKind::Evd);
+    EXPECT_DAT_INVALID_HANDLE(dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second), HandleKind::Evd);
     EXPECT_EQ(passed, dto); // unchanged on failure
     EXPECT_DAT_OK(dat_evd_free(dto));
 }

@@ -95,13 +95,13 @@ std::string growth(const std::string &what, const std::vector<double> &chunks) {
     if (last <= kGrowthFactor * first + kSlackUs && first <= kGrowthFactor * last + kSlackUs)
         return {};
     std::ostringstream text;
-    text << what << ": " << first << " us per object among the first thousand, " << last
-         << " us among the last (" << chunks.size() * kChunk << " objects)";
+    text << what << ": " << first << " us per object among the first thousand, " << last << " us among the last ("
+         << chunks.size() * kChunk << " objects)";
     return text.str();
 }
 
 class LimitsTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         ASSERT_DAT_OK(ia_.open(GetParam()));
@@ -123,9 +123,10 @@ class LimitsTest : public conformance::ConformanceTest {
         const std::size_t fds_before = open_fds();
         std::size_t stopped;
         DAT_RETURN failed;
-        auto create = timed(n, [&](std::size_t i) { return make(&made[i]); }, &stopped, &failed);
-        EXPECT_EQ(stopped, n) << what << ": creating object " << stopped + existing + 1 << " of the "
-                              << limit << " dat_ia_query reports failed: " << conformance::ret_text(failed)
+        auto create = timed(
+            n, [&](std::size_t i) { return make(&made[i]); }, &stopped, &failed);
+        EXPECT_EQ(stopped, n) << what << ": creating object " << stopped + existing + 1 << " of the " << limit
+                              << " dat_ia_query reports failed: " << conformance::ret_text(failed)
                               << " (open file descriptors: " << open_fds() << ")";
         if (stopped == n && n == room) {
             // dat_ia_query's limit is reached: one more is refused.
@@ -138,7 +139,8 @@ class LimitsTest : public conformance::ConformanceTest {
         const std::size_t fds_used = open_fds() - fds_before;
         DAT_RETURN free_failed;
         std::size_t free_stopped;
-        auto release = timed(stopped, [&](std::size_t i) { return destroy(made[i]); }, &free_stopped, &free_failed);
+        auto release = timed(
+            stopped, [&](std::size_t i) { return destroy(made[i]); }, &free_stopped, &free_failed);
         EXPECT_EQ(free_stopped, stopped) << what << ": freeing failed: " << conformance::ret_text(free_failed);
         RecordProperty(what + "_made", static_cast<int>(stopped));
         std::printf("%s: limit %d, made %zu (%zu file descriptors)\n", what.c_str(), limit, stopped, fds_used);
@@ -173,16 +175,18 @@ TEST_P(LimitsTest, ReportedLimitsArePositive) {
 
 TEST_P(LimitsTest, MaxPzs) {
     // OpenIa made one PZ.
-    exercise("PZ", attr_.ia.max_pzs, 1, [&](DAT_HANDLE *h) { return dat_pz_create(ia_.ia, h); },
-             [](DAT_HANDLE h) { return dat_pz_free(h); });
+    exercise(
+        "PZ", attr_.ia.max_pzs, 1, [&](DAT_HANDLE *h) { return dat_pz_create(ia_.ia, h); },
+        [](DAT_HANDLE h) { return dat_pz_free(h); });
 }
 
 TEST_P(LimitsTest, MaxEvds) {
     // Completion EVDs, the costliest kind (a transport queue each); the
     // IA's async EVD is one already.
-    exercise("EVD", attr_.ia.max_evds, 1,
-             [&](DAT_HANDLE *h) { return dat_evd_create(ia_.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, h); },
-             [](DAT_HANDLE h) { return dat_evd_free(h); });
+    exercise(
+        "EVD", attr_.ia.max_evds, 1,
+        [&](DAT_HANDLE *h) { return dat_evd_create(ia_.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, h); },
+        [](DAT_HANDLE h) { return dat_evd_free(h); });
 }
 
 TEST_P(LimitsTest, MaxEps) {
@@ -196,9 +200,10 @@ TEST_P(LimitsTest, MaxEps) {
     small.max_rdma_size = 4096;
     small.max_recv_dtos = small.max_request_dtos = 1;
     small.max_recv_iov = small.max_request_iov = 1;
-    exercise("EP", attr_.ia.max_eps, 0,
-             [&](DAT_HANDLE *h) { return dat_ep_create(ia_.ia, ia_.pz, dto, dto, conn, &small, h); },
-             [](DAT_HANDLE h) { return dat_ep_free(h); });
+    exercise(
+        "EP", attr_.ia.max_eps, 0,
+        [&](DAT_HANDLE *h) { return dat_ep_create(ia_.ia, ia_.pz, dto, dto, conn, &small, h); },
+        [](DAT_HANDLE h) { return dat_ep_free(h); });
     EXPECT_DAT_OK(dat_evd_free(dto));
     EXPECT_DAT_OK(dat_evd_free(conn));
 }
@@ -235,8 +240,8 @@ TEST_P(LimitsTest, MaxDtoPerEpReceivesArePosted) {
     const DAT_COUNT n = attr_.ia.max_dto_per_ep;
     ASSERT_GT(n, 0);
     DAT_EVD_HANDLE dto = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_evd_create(ia_.ia, std::min(attr_.ia.max_evd_qlen, 2 * n), DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG,
-                                 &dto));
+    ASSERT_DAT_OK(
+        dat_evd_create(ia_.ia, std::min(attr_.ia.max_evd_qlen, 2 * n), DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto));
     DAT_EP_ATTR a;
     std::memset(&a, 0, sizeof a);
     a.service_type = DAT_SERVICE_TYPE_RC;
@@ -300,7 +305,7 @@ TEST_P(LimitsTest, ConnectionEvdOfAnotherIaTakesItsEndpointsEvents) {
 INSTANTIATE_OVER_IAS(LimitsTest);
 
 class LimitsConnectedTest : public conformance::ConnectedTest {
-  protected:
+protected:
     // CPU time (ms, every thread of the process) while the connection idles.
     static double idle_cpu_ms() {
         const double before = cpu_ms();
@@ -338,9 +343,8 @@ TEST_P(LimitsConnectedTest, IdleConnectionCostsNoMoreWithAThousandEvds) {
                 evds.size());
     // Measured (ofi tcp, 1000 EVDs): ~10 ms either way; ~65-130 ms when the
     // progress thread visited every queue each millisecond.
-    EXPECT_LE(many, 2 * few + 10.0)
-        << "an idle connection cost " << many << " ms of CPU time in 400 ms with " << evds.size()
-        << " more EVDs in the IA, " << few << " ms without them";
+    EXPECT_LE(many, 2 * few + 10.0) << "an idle connection cost " << many << " ms of CPU time in 400 ms with "
+                                    << evds.size() << " more EVDs in the IA, " << few << " ms without them";
 }
 
 INSTANTIATE_OVER_IAS(LimitsConnectedTest);

@@ -16,8 +16,7 @@ namespace {
 
 using conformance::HandleKind;
 
-constexpr auto kLocal =
-    static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
+constexpr auto kLocal = static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG);
 constexpr auto kRemote =
     static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_REMOTE_READ_FLAG | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
 constexpr DAT_RMR_CONTEXT kUnwritten = 0xdeadbeef;
@@ -33,11 +32,10 @@ struct Lmr {
     DAT_VADDR registered_address = 0;
 };
 
-DAT_RETURN create(DAT_IA_HANDLE ia, DAT_MEM_TYPE type, const DAT_REGION_DESCRIPTION &region,
-                  DAT_VLEN length, DAT_PZ_HANDLE pz, DAT_MEM_PRIV_FLAGS privileges, Lmr *out) {
-    return dat_lmr_create(ia, type, region, length, pz, privileges, DAT_VA_TYPE_VA, &out->handle,
-                          &out->lmr_context, &out->rmr_context, &out->registered_size,
-                          &out->registered_address);
+DAT_RETURN create(DAT_IA_HANDLE ia, DAT_MEM_TYPE type, const DAT_REGION_DESCRIPTION &region, DAT_VLEN length,
+                  DAT_PZ_HANDLE pz, DAT_MEM_PRIV_FLAGS privileges, Lmr *out) {
+    return dat_lmr_create(ia, type, region, length, pz, privileges, DAT_VA_TYPE_VA, &out->handle, &out->lmr_context,
+                          &out->rmr_context, &out->registered_size, &out->registered_address);
 }
 
 // A page-aligned anonymous mapping, shared (for DAT_MEM_TYPE_SHARED_VIRTUAL) or private.
@@ -55,7 +53,7 @@ struct Mapping {
 };
 
 class LmrTest : public conformance::ConformanceTest {
-  protected:
+protected:
     static constexpr std::size_t kLen = 64 * 1024;
 
     void SetUp() override {
@@ -64,8 +62,8 @@ class LmrTest : public conformance::ConformanceTest {
         ASSERT_NE(buffer_.address, MAP_FAILED);
     }
 
-    DAT_RETURN create_virtual(void *address, DAT_VLEN length, DAT_MEM_PRIV_FLAGS privileges,
-                              Lmr *out, DAT_PZ_HANDLE pz = nullptr) {
+    DAT_RETURN create_virtual(void *address, DAT_VLEN length, DAT_MEM_PRIV_FLAGS privileges, Lmr *out,
+                              DAT_PZ_HANDLE pz = nullptr) {
         DAT_REGION_DESCRIPTION region{};
         region.for_va = address;
         return create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, length, pz ? pz : ia_.pz, privileges, out);
@@ -77,8 +75,8 @@ class LmrTest : public conformance::ConformanceTest {
     static void expect_covers(const Lmr &lmr, const void *address, DAT_VLEN length) {
         EXPECT_LE(lmr.registered_address, vaddr(address));
         EXPECT_GE(lmr.registered_address + lmr.registered_size, vaddr(address) + length)
-            << "registered [0x" << std::hex << lmr.registered_address << ", +0x"
-            << lmr.registered_size << ") does not cover [" << address << ", +0x" << length << ")";
+            << "registered [0x" << std::hex << lmr.registered_address << ", +0x" << lmr.registered_size
+            << ") does not cover [" << address << ", +0x" << length << ")";
     }
 
     conformance::OpenIa ia_;
@@ -117,13 +115,11 @@ TEST_P(LmrTest, VirtualCreateQueryFree) {
     DAT_REGION_DESCRIPTION from_lmr{};
     from_lmr.for_lmr_handle = lmr.handle;
     Lmr derived;
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, from_lmr, 0, ia_.pz, kLocal, &derived),
-                              HandleKind::Lmr);
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, from_lmr, 0, ia_.pz, kLocal, &derived), HandleKind::Lmr);
     // dat_lmr_free itself is the one operation the page exempts: it may fail or be a no-op,
     // but must not report anything else.
     DAT_RETURN again = dat_lmr_free(lmr.handle);
-    EXPECT_TRUE(again == DAT_SUCCESS || DAT_GET_TYPE(again) == DAT_INVALID_HANDLE)
-        << conformance::ret_text(again);
+    EXPECT_TRUE(again == DAT_SUCCESS || DAT_GET_TYPE(again) == DAT_INVALID_HANDLE) << conformance::ret_text(again);
 }
 
 TEST_P(LmrTest, RmrContextOnlyWithRemotePrivileges) {
@@ -137,8 +133,8 @@ TEST_P(LmrTest, RmrContextOnlyWithRemotePrivileges) {
         ASSERT_DAT_OK(create_virtual(buffer_.data(), 4096, privileges, &lmr));
         EXPECT_EQ(lmr.rmr_context, 0u);
         DAT_LMR_PARAM p{};
-        ASSERT_DAT_OK(dat_lmr_query(lmr.handle,
-                                    static_cast<DAT_LMR_PARAM_MASK>(DAT_LMR_FIELD_RMR_CONTEXT | DAT_LMR_FIELD_MEM_PRIV), &p));
+        ASSERT_DAT_OK(dat_lmr_query(
+            lmr.handle, static_cast<DAT_LMR_PARAM_MASK>(DAT_LMR_FIELD_RMR_CONTEXT | DAT_LMR_FIELD_MEM_PRIV), &p));
         EXPECT_EQ(p.rmr_context, 0u);
         EXPECT_EQ(p.mem_priv, privileges);
         EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
@@ -170,8 +166,7 @@ TEST_P(LmrTest, LmrTypeReusesAnExistingRegion) {
     DAT_REGION_DESCRIPTION region{};
     region.for_lmr_handle = base.handle;
     Lmr derived;
-    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0 /* ignored */, pz2, DAT_MEM_PRIV_ALL_FLAG,
-                         &derived));
+    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0 /* ignored */, pz2, DAT_MEM_PRIV_ALL_FLAG, &derived));
     EXPECT_NE(derived.handle, base.handle);
     expect_covers(derived, address, length);
     EXPECT_NE(derived.rmr_context, 0u); // remote privileges were asked for this one
@@ -194,17 +189,15 @@ TEST_P(LmrTest, LmrTypeWithABadLmrHandleIsInvalidHandle) {
     Lmr derived;
     DAT_REGION_DESCRIPTION region{};
     region.for_lmr_handle = DAT_HANDLE_NULL;
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0, ia_.pz, kLocal, &derived),
-                              HandleKind::Lmr);
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0, ia_.pz, kLocal, &derived), HandleKind::Lmr);
     region.for_lmr_handle = ia_.pz; // a PZ is no LMR
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0, ia_.pz, kLocal, &derived),
-                              HandleKind::Lmr);
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_LMR, region, 0, ia_.pz, kLocal, &derived), HandleKind::Lmr);
 }
 
 // ---- DAT_MEM_TYPE_SHARED_VIRTUAL ---------------------------------------------------------
 
 class SharedMemory {
-  public:
+public:
     explicit SharedMemory(std::size_t len) : len_(len) {
         fd_ = memfd_create("dat2-conformance-lmr", 0);
         if (fd_ >= 0 && ftruncate(fd_, static_cast<off_t>(len)) != 0) {
@@ -220,7 +213,7 @@ class SharedMemory {
     std::unique_ptr<Mapping> map() const { return std::make_unique<Mapping>(len_, MAP_SHARED, fd_); }
     bool ok() const { return fd_ >= 0; }
 
-  private:
+private:
     int fd_ = -1;
     std::size_t len_;
 };
@@ -246,10 +239,10 @@ TEST_P(LmrTest, SharedVirtualSameCookieTwoMappings) {
     for (int i = 0; i < DAT_LMR_COOKIE_SIZE; ++i)
         cookie[i] = static_cast<char>(0xa0 + i);
     Lmr a, b;
-    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(first->address, &cookie),
-                         first->length, ia_.pz, kLocal, &a));
-    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(second->address, &cookie),
-                         second->length, ia_.pz, kLocal, &b));
+    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(first->address, &cookie), first->length,
+                         ia_.pz, kLocal, &a));
+    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(second->address, &cookie), second->length,
+                         ia_.pz, kLocal, &b));
     EXPECT_NE(a.handle, b.handle);
     expect_covers(a, first->address, first->length);
     expect_covers(b, second->address, second->length);
@@ -282,22 +275,20 @@ TEST_P(LmrTest, SharedVirtualCookieIsAll40Bytes) {
     ASSERT_NE(std::memcmp(cookie_a, cookie_b, DAT_LMR_COOKIE_SIZE), 0);
 
     Lmr a, b;
-    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map_a->address, &cookie_a),
-                         map_a->length, ia_.pz, kLocal, &a));
-    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map_b->address, &cookie_b),
-                         map_b->length, ia_.pz, kLocal, &b));
+    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map_a->address, &cookie_a), map_a->length,
+                         ia_.pz, kLocal, &a));
+    ASSERT_DAT_OK(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map_b->address, &cookie_b), map_b->length,
+                         ia_.pz, kLocal, &b));
     expect_covers(a, map_a->address, map_a->length);
     expect_covers(b, map_b->address, map_b->length);
-    for (auto [lmr, map, cookie] : {std::make_tuple(&a, map_a.get(), cookie_a),
-                                    std::make_tuple(&b, map_b.get(), cookie_b)}) {
+    for (auto [lmr, map, cookie] :
+         {std::make_tuple(&a, map_a.get(), cookie_a), std::make_tuple(&b, map_b.get(), cookie_b)}) {
         DAT_LMR_PARAM p{};
         ASSERT_DAT_OK(dat_lmr_query(lmr->handle, DAT_LMR_FIELD_ALL, &p));
         EXPECT_EQ(p.region_desc.for_shared_memory.virtual_address, map->address);
         EXPECT_EQ(p.length, map->length);
         ASSERT_NE(p.region_desc.for_shared_memory.shared_memory_id, nullptr);
-        EXPECT_EQ(std::memcmp(*p.region_desc.for_shared_memory.shared_memory_id, cookie,
-                              DAT_LMR_COOKIE_SIZE),
-                  0)
+        EXPECT_EQ(std::memcmp(*p.region_desc.for_shared_memory.shared_memory_id, cookie, DAT_LMR_COOKIE_SIZE), 0)
             << "the LMR reports another region's cookie";
         EXPECT_EQ(p.registered_address, lmr->registered_address);
         EXPECT_EQ(p.registered_size, lmr->registered_size);
@@ -311,8 +302,8 @@ TEST_P(LmrTest, SharedVirtualWithoutCookieIsInvalidParameter) {
     ASSERT_TRUE(shm.ok());
     auto map = shm.map();
     Lmr lmr;
-    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map->address, nullptr),
-                          map->length, ia_.pz, kLocal, &lmr),
+    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_SHARED_VIRTUAL, shared_region(map->address, nullptr), map->length,
+                          ia_.pz, kLocal, &lmr),
                    DAT_INVALID_PARAMETER, 0);
 }
 
@@ -323,23 +314,19 @@ TEST_P(LmrTest, CreateBadHandles) {
     DAT_REGION_DESCRIPTION region{};
     region.for_va = buffer_.data();
     // dat_lmr_create(3DAT): DAT_INVALID_HANDLE "Invalid DAT handle."
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, DAT_HANDLE_NULL,
-                                     kLocal, &lmr),
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, DAT_HANDLE_NULL, kLocal, &lmr),
                               HandleKind::Pz);
-    EXPECT_DAT_INVALID_HANDLE(create(DAT_HANDLE_NULL, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz,
-                                     kLocal, &lmr),
+    EXPECT_DAT_INVALID_HANDLE(create(DAT_HANDLE_NULL, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz, kLocal, &lmr),
                               HandleKind::Ia);
     // Another kind of object in the PZ argument, and a freed PZ.
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_evd_create(ia_.ia, 4, DAT_HANDLE_NULL, DAT_EVD_SOFTWARE_FLAG, &evd));
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, evd, kLocal, &lmr),
-                              HandleKind::Pz);
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, evd, kLocal, &lmr), HandleKind::Pz);
     EXPECT_DAT_OK(dat_evd_free(evd));
     DAT_PZ_HANDLE freed = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_pz_create(ia_.ia, &freed));
     ASSERT_DAT_OK(dat_pz_free(freed));
-    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, freed, kLocal, &lmr),
-                              HandleKind::Pz);
+    EXPECT_DAT_INVALID_HANDLE(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, freed, kLocal, &lmr), HandleKind::Pz);
 }
 
 TEST_P(LmrTest, CreateBadParameters) {
@@ -347,19 +334,17 @@ TEST_P(LmrTest, CreateBadParameters) {
     DAT_REGION_DESCRIPTION region{};
     // dat_lmr_create(3DAT): DAT_INVALID_PARAMETER "Invalid parameter." -- no memory to register.
     region.for_va = buffer_.data();
-    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 0, ia_.pz, kLocal, &lmr),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 0, ia_.pz, kLocal, &lmr), DAT_INVALID_PARAMETER, 0);
     region.for_va = nullptr;
-    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz, kLocal, &lmr),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz, kLocal, &lmr), DAT_INVALID_PARAMETER, 0);
     // No place for the handle.
     region.for_va = buffer_.data();
     DAT_LMR_CONTEXT lctx = 0;
     DAT_RMR_CONTEXT rctx = 0;
     DAT_VLEN size = 0;
     DAT_VADDR addr = 0;
-    EXPECT_DAT_ERR(dat_lmr_create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz, kLocal,
-                                  DAT_VA_TYPE_VA, nullptr, &lctx, &rctx, &size, &addr),
+    EXPECT_DAT_ERR(dat_lmr_create(ia_.ia, DAT_MEM_TYPE_VIRTUAL, region, 4096, ia_.pz, kLocal, DAT_VA_TYPE_VA, nullptr,
+                                  &lctx, &rctx, &size, &addr),
                    DAT_INVALID_PARAMETER, 0);
     // A memory type that does not exist: an invalid parameter, or (dat_lmr_create(3DAT))
     // DAT_MODEL_NOT_SUPPORTED "requested Memory Type was not supported by the Provider".
@@ -382,10 +367,9 @@ TEST_P(LmrTest, SyncOnRegisteredRangesSucceeds) {
     // their LMRs; "The local_segments entries need not contain the same LMR".
     EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, one, 1));
     EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, one, 1));
-    const DAT_LMR_TRIPLET several[] = {
-        {vaddr(buffer_.data()), static_cast<DAT_SEG_LENGTH>(kLen), lmr.lmr_context},
-        {vaddr(buffer_.data() + kLen / 2), 4096, other.lmr_context},
-        {vaddr(buffer_.data() + kLen - 1), 1, lmr.lmr_context}};
+    const DAT_LMR_TRIPLET several[] = {{vaddr(buffer_.data()), static_cast<DAT_SEG_LENGTH>(kLen), lmr.lmr_context},
+                                       {vaddr(buffer_.data() + kLen / 2), 4096, other.lmr_context},
+                                       {vaddr(buffer_.data() + kLen - 1), 1, lmr.lmr_context}};
     EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, several, 3));
     EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, several, 3));
     EXPECT_DAT_OK(dat_lmr_free(other.handle));
@@ -403,8 +387,7 @@ TEST_P(LmrTest, SyncOutsideTheRegionIsInvalidParameter) {
     const DAT_LMR_TRIPLET past_end[] = {{end, 16, lmr.lmr_context}};
     const DAT_LMR_TRIPLET straddling[] = {{end - 8, 16, lmr.lmr_context}};
     const DAT_LMR_TRIPLET before[] = {{lmr.registered_address - 64, 16, lmr.lmr_context}};
-    const DAT_LMR_TRIPLET second_bad[] = {{vaddr(address), 16, lmr.lmr_context},
-                                          {end, 16, lmr.lmr_context}};
+    const DAT_LMR_TRIPLET second_bad[] = {{vaddr(address), 16, lmr.lmr_context}, {end, 16, lmr.lmr_context}};
     const DAT_LMR_TRIPLET bogus_context[] = {{vaddr(address), 16, lmr.lmr_context ^ 0x5a5a5a5au}};
     for (auto *sync : {&dat_lmr_sync_rdma_read, &dat_lmr_sync_rdma_write}) {
         SCOPED_TRACE(sync == &dat_lmr_sync_rdma_read ? "dat_lmr_sync_rdma_read" : "dat_lmr_sync_rdma_write");
@@ -429,8 +412,7 @@ TEST_P(LmrTest, QueryInvalidMaskIsInvalidParameter) {
     ASSERT_DAT_OK(create_virtual(buffer_.data(), 4096, kLocal, &lmr));
     DAT_LMR_PARAM p{};
     // dat_lmr_query(3DAT): DAT_INVALID_PARAMETER "The lmr_param_mask function is invalid."
-    EXPECT_DAT_ERR(dat_lmr_query(lmr.handle, static_cast<DAT_LMR_PARAM_MASK>(0x1000), &p),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_lmr_query(lmr.handle, static_cast<DAT_LMR_PARAM_MASK>(0x1000), &p), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_ERR(dat_lmr_query(lmr.handle, DAT_LMR_FIELD_ALL, nullptr), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
 }

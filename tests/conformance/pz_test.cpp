@@ -9,17 +9,16 @@ namespace {
 using conformance::HandleKind;
 
 class PzTest : public conformance::ConformanceTest {
-  protected:
+protected:
     void SetUp() override {
         ConformanceTest::SetUp();
         ASSERT_DAT_OK(ia_.open(GetParam()));
     }
 
     DAT_RETURN make_lmr(DAT_PZ_HANDLE pz, DAT_LMR_HANDLE *lmr) {
-        return conformance::create_lmr(ia_.ia, pz, buffer_.data(), buffer_.size(),
-                                       static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG |
-                                                                       DAT_MEM_PRIV_LOCAL_WRITE_FLAG),
-                                       lmr);
+        return conformance::create_lmr(
+            ia_.ia, pz, buffer_.data(), buffer_.size(),
+            static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_LOCAL_READ_FLAG | DAT_MEM_PRIV_LOCAL_WRITE_FLAG), lmr);
     }
 
     conformance::OpenIa ia_;
@@ -71,8 +70,7 @@ TEST_P(PzTest, CreateBadArguments) {
 TEST_P(PzTest, QueryInvalidMaskIsInvalidParameter) {
     DAT_PZ_PARAM param{};
     // dat_pz_query(3DAT): DAT_INVALID_PARAMETER "The pz_param_mask parameter is invalid."
-    EXPECT_DAT_ERR(dat_pz_query(ia_.pz, static_cast<DAT_PZ_PARAM_MASK>(0x80), &param),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(dat_pz_query(ia_.pz, static_cast<DAT_PZ_PARAM_MASK>(0x80), &param), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_ERR(dat_pz_query(ia_.pz, DAT_PZ_FIELD_ALL, nullptr), DAT_INVALID_PARAMETER, 0);
 }
 
@@ -94,8 +92,7 @@ TEST_P(PzTest, FreeWhileEpUsesItIsInvalidState) {
     DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_pz_create(ia_.ia, &pz));
     DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_ep_create(ia_.ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL,
-                                nullptr, &ep));
+    ASSERT_DAT_OK(dat_ep_create(ia_.ia, pz, DAT_HANDLE_NULL, DAT_HANDLE_NULL, DAT_HANDLE_NULL, nullptr, &ep));
     // dat_pz_free(3DAT): in use by an Endpoint -> DAT_INVALID_STATE.
     EXPECT_DAT_ERR(dat_pz_free(pz), DAT_INVALID_STATE, 0);
     DAT_EP_PARAM ep_param{};

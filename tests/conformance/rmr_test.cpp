@@ -45,8 +45,8 @@ DAT_RMR_COOKIE rmr_cookie(DAT_UINT64 v) {
     if (d.rmr_handle != rmr || d.user_cookie.as_64 != ck || d.status != want)
         return ::testing::AssertionFailure()
                << "bind completion {rmr " << d.rmr_handle << ", cookie 0x" << std::hex << d.user_cookie.as_64
-               << std::dec << ", status " << dto_status_name(d.status) << "}, expected {rmr " << rmr
-               << ", cookie 0x" << std::hex << ck << std::dec << ", status " << dto_status_name(want) << "}";
+               << std::dec << ", status " << dto_status_name(d.status) << "}, expected {rmr " << rmr << ", cookie 0x"
+               << std::hex << ck << std::dec << ", status " << dto_status_name(want) << "}";
     return ::testing::AssertionSuccess();
 }
 
@@ -55,8 +55,8 @@ DAT_RMR_COOKIE rmr_cookie(DAT_UINT64 v) {
                                           DAT_MEM_PRIV_FLAGS p, DAT_RMR_CONTEXT *ctx) {
     const DAT_LMR_TRIPLET t = b.iov(off, len);
     const DAT_UINT64 ck = 0xB1D0000000000000ull | (off << 20) | len;
-    DAT_RETURN r = dat_rmr_bind(rmr, b.lmr, &t, p, DAT_VA_TYPE_VA, side.ep, rmr_cookie(ck),
-                                DAT_COMPLETION_DEFAULT_FLAG, ctx);
+    DAT_RETURN r =
+        dat_rmr_bind(rmr, b.lmr, &t, p, DAT_VA_TYPE_VA, side.ep, rmr_cookie(ck), DAT_COMPLETION_DEFAULT_FLAG, ctx);
     if (r != DAT_SUCCESS)
         return ::testing::AssertionFailure() << "dat_rmr_bind -> " << ret_text(r);
     return bind_event(side.req_evd, rmr, ck, DAT_RMR_BIND_SUCCESS);
@@ -259,9 +259,9 @@ TEST_P(RmrTest, BindOnUnconnectedEndpointIsInvalidState) {
     DAT_RMR_CONTEXT ctx = 0;
     // dat_rmr_bind(3DAT): DAT_INVALID_STATE "Endpoint was not in the a DAT_EP_STATE_CONNECTED or
     // DAT_EP_STATE_DISCONNECTED state."
-    EXPECT_DAT_ERR(dat_rmr_bind(rmr, lmr, &t, kRemoteRw, DAT_VA_TYPE_VA, ep, rmr_cookie(1),
-                                DAT_COMPLETION_DEFAULT_FLAG, &ctx),
-                   DAT_INVALID_STATE, 0);
+    EXPECT_DAT_ERR(
+        dat_rmr_bind(rmr, lmr, &t, kRemoteRw, DAT_VA_TYPE_VA, ep, rmr_cookie(1), DAT_COMPLETION_DEFAULT_FLAG, &ctx),
+        DAT_INVALID_STATE, 0);
     EXPECT_TRUE(no_event(evd));
     // Nothing was bound: the LMR is not in use.
     EXPECT_DAT_OK(dat_rmr_free(rmr));
@@ -336,8 +336,8 @@ protected:
     // server Endpoint in `server_pz`. Use with ASSERT_NO_FATAL_FAILURE.
     void connect_second(DAT_PZ_HANDLE server_pz, DAT_EP_HANDLE *c_ep, DAT_EP_HANDLE *s_ep) {
         DAT_EP_ATTR ca = suite_ep_attr(client.ia.ia), sa = suite_ep_attr(server.ia.ia);
-        ASSERT_DAT_OK(dat_ep_create(client.ia.ia, client.ia.pz, client.recv_evd, client.req_evd, client.conn_evd, &ca,
-                                    c_ep));
+        ASSERT_DAT_OK(
+            dat_ep_create(client.ia.ia, client.ia.pz, client.recv_evd, client.req_evd, client.conn_evd, &ca, c_ep));
         ASSERT_DAT_OK(
             dat_ep_create(server.ia.ia, server_pz, server.recv_evd, server.req_evd, server.conn_evd, &sa, s_ep));
         ASSERT_DAT_OK(connect_ep(*c_ep, server_addr.ptr(), port));
@@ -447,7 +447,8 @@ protected:
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
         sync_rdma_read(client.ia.ia, local, kPage, remote.segment_length);
         const size_t off = static_cast<size_t>(remote.virtual_address - reinterpret_cast<uintptr_t>(target.data));
-        EXPECT_EQ(local.mismatch(kPage, remote.segment_length, kTargetSeed, off), -1) << "the read brought back other data";
+        EXPECT_EQ(local.mismatch(kPage, remote.segment_length, kTargetSeed, off), -1)
+            << "the read brought back other data";
     }
 
     DAT_RMR_HANDLE rmr = DAT_HANDLE_NULL;
@@ -556,9 +557,8 @@ TEST_P(RmrConnectedTest, BindBadParameters) {
     DAT_RMR_CONTEXT ctx = 0;
     const DAT_LMR_TRIPLET good = target.iov(kPage, kPage);
     auto bind = [&](const DAT_LMR_TRIPLET *t, DAT_LMR_HANDLE l, DAT_MEM_PRIV_FLAGS p, DAT_VA_TYPE va,
-                    DAT_COMPLETION_FLAGS f, DAT_RMR_CONTEXT *out) {
-        return dat_rmr_bind(rmr, l, t, p, va, server.ep, rmr_cookie(2), f, out);
-    };
+                    DAT_COMPLETION_FLAGS f,
+                    DAT_RMR_CONTEXT *out) { return dat_rmr_bind(rmr, l, t, p, va, server.ep, rmr_cookie(2), f, out); };
     // dat_rmr_bind(3DAT): DAT_INVALID_PARAMETER "Invalid parameter. For example, the
     // target_address or segment_length exceeded the limits of the existing LMR."
     EXPECT_DAT_ERR(bind(nullptr, target.lmr, kRemoteRw, DAT_VA_TYPE_VA, DAT_COMPLETION_DEFAULT_FLAG, &ctx),
@@ -783,13 +783,9 @@ TEST_P(RmrConnectedTest, EndpointScopedWindowIsUnreachableThroughAnotherConnecti
 // Endpoint Protection Zone can be accessed by the Endpoint": a window of
 // another PZ (bound through that PZ's own connection) is out of reach of
 // this connection's Endpoints.
-TEST_P(RmrConnectedTest, RdmaWriteThroughAWindowOfAnotherPz) {
-    ASSERT_NO_FATAL_FAILURE(window_of_another_pz(true));
-}
+TEST_P(RmrConnectedTest, RdmaWriteThroughAWindowOfAnotherPz) { ASSERT_NO_FATAL_FAILURE(window_of_another_pz(true)); }
 
-TEST_P(RmrConnectedTest, RdmaReadThroughAWindowOfAnotherPz) {
-    ASSERT_NO_FATAL_FAILURE(window_of_another_pz(false));
-}
+TEST_P(RmrConnectedTest, RdmaReadThroughAWindowOfAnotherPz) { ASSERT_NO_FATAL_FAILURE(window_of_another_pz(false)); }
 
 // ---- window security: what must be refused ----------------------------------------------------------
 
@@ -929,8 +925,8 @@ protected:
         ASSERT_DAT_OK(client.register_buffer(send_buf, 256));
         send_buf.fill(0x44);
         DAT_LMR_TRIPLET t = send_buf.iov(0, 64);
-        DAT_RETURN r =
-            dat_ep_post_send_with_invalidate(client.ep, 1, &t, cookie(0x701), DAT_COMPLETION_DEFAULT_FLAG, invalidate, ctx);
+        DAT_RETURN r = dat_ep_post_send_with_invalidate(client.ep, 1, &t, cookie(0x701), DAT_COMPLETION_DEFAULT_FLAG,
+                                                        invalidate, ctx);
         ASSERT_EQ(r, DAT_SUCCESS) << "dat_ep_post_send_with_invalidate -> " << ret_text(r);
         ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x701));
         ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x700, recv));
@@ -976,8 +972,8 @@ TEST_P(RmrInvalidateTest, RdmaWriteRightBehindTheInvalidatingSendIsRefused) {
     ASSERT_DAT_OK(server.post_recvs(recv_buf, 1, 0x710, 256));
     ASSERT_DAT_OK(client.register_buffer(send_buf, 256));
     DAT_LMR_TRIPLET t = send_buf.iov(0, 64);
-    ASSERT_DAT_OK(dat_ep_post_send_with_invalidate(client.ep, 1, &t, cookie(0x711), DAT_COMPLETION_DEFAULT_FLAG,
-                                                   DAT_TRUE, ctx));
+    ASSERT_DAT_OK(
+        dat_ep_post_send_with_invalidate(client.ep, 1, &t, cookie(0x711), DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, ctx));
     local.fill(0x39);
     DAT_LMR_TRIPLET l = local.iov(kPage, 512);
     const DAT_RMR_TRIPLET remote = at(kPage, 512, ctx);
@@ -1019,12 +1015,12 @@ TEST_P(RmrInvalidateTest, InvalidatingAContextThatIsNoWindowDeliversAPlainReceiv
 
 TEST_P(RmrInvalidateTest, SendWithInvalidateBadArguments) {
     DAT_LMR_TRIPLET t{};
-    EXPECT_DAT_INVALID_HANDLE(dat_ep_post_send_with_invalidate(DAT_HANDLE_NULL, 0, &t, cookie(1),
-                                                               DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 1),
-                              HandleKind::Ep);
-    EXPECT_DAT_ERR(dat_ep_post_send_with_invalidate(client.ep, 1, nullptr, cookie(1), DAT_COMPLETION_DEFAULT_FLAG,
-                                                    DAT_TRUE, 1),
-                   DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_INVALID_HANDLE(
+        dat_ep_post_send_with_invalidate(DAT_HANDLE_NULL, 0, &t, cookie(1), DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 1),
+        HandleKind::Ep);
+    EXPECT_DAT_ERR(
+        dat_ep_post_send_with_invalidate(client.ep, 1, nullptr, cookie(1), DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 1),
+        DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_ERR(dat_ep_post_send_with_invalidate(client.ep, 0, &t, cookie(1),
                                                     static_cast<DAT_COMPLETION_FLAGS>(0x100), DAT_TRUE, 1),
                    DAT_INVALID_PARAMETER, 0);

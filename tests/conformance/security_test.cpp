@@ -69,8 +69,8 @@ protected:
     void expect_refused_for_lmr_of_another_pz(bool write) {
         DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
         ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
-        ASSERT_NO_FATAL_FAILURE(
-            make_target(priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)), pz2));
+        ASSERT_NO_FATAL_FAILURE(make_target(
+            priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)), pz2));
         expect_refused(write, at(reg_begin, 512));
         EXPECT_DAT_OK(target.free_lmr());
         EXPECT_DAT_OK(dat_pz_free(pz2));
@@ -81,8 +81,8 @@ protected:
     // server's Endpoint. The memory that must stay untouched is the client's.
     void expect_refused_for_context_the_target_never_issued(bool write) {
         ASSERT_DAT_OK(client.register_buffer(
-            target, 3 * kPage, priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)),
-            kPage, kPage));
+            target, 3 * kPage,
+            priv(kLocalRw | (write ? DAT_MEM_PRIV_REMOTE_WRITE_FLAG : DAT_MEM_PRIV_REMOTE_READ_FLAG)), kPage, kPage));
         target.fill(kTargetSeed);
         reg_begin = kPage;
         expect_refused(write, at(reg_begin, 512));

@@ -97,8 +97,7 @@ TEST_P(SpTest, RspFreeReturnsTheEndpointToUnconnected) {
     // dat_rsp_free(3DAT): requests on the qualifier are refused as if nothing listened.
     ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));
     DAT_EVENT ev{};
-    EXPECT_TRUE(next_event(client.conn_evd, &ev) == DAT_SUCCESS &&
-                ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
+    EXPECT_TRUE(next_event(client.conn_evd, &ev) == DAT_SUCCESS && ev.event_number != DAT_CONNECTION_EVENT_ESTABLISHED)
         << event_text(ev);
     EXPECT_TRUE(no_event(server.cr_evd));
     // And the handle is gone.
@@ -145,10 +144,11 @@ TEST_P(SpTest, RspWithoutEndpointGetsOneFromTheProvider) {
     mod.recv_evd_handle = server.recv_evd;
     mod.request_evd_handle = server.req_evd;
     mod.connect_evd_handle = server.conn_evd;
-    ASSERT_DAT_OK(dat_ep_modify(pep, static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_RECV_EVD_HANDLE |
-                                                                     DAT_EP_FIELD_REQUEST_EVD_HANDLE |
-                                                                     DAT_EP_FIELD_CONNECT_EVD_HANDLE),
-                                &mod));
+    ASSERT_DAT_OK(
+        dat_ep_modify(pep,
+                      static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE |
+                                                     DAT_EP_FIELD_CONNECT_EVD_HANDLE),
+                      &mod));
     ASSERT_DAT_OK(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr));
     expect_established(server.conn_evd);
     EXPECT_DAT_OK(dat_rsp_free(rsp));
@@ -187,11 +187,11 @@ TEST_P(SpTest, ProviderCreatedEndpointIsConfiguredAndAccepted) {
     ep.recv_evd_handle = server.recv_evd;
     ep.request_evd_handle = server.req_evd;
     ep.connect_evd_handle = server.conn_evd;
-    ASSERT_DAT_OK(dat_ep_modify(tep, static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_PZ_HANDLE |
-                                                                     DAT_EP_FIELD_RECV_EVD_HANDLE |
-                                                                     DAT_EP_FIELD_REQUEST_EVD_HANDLE |
-                                                                     DAT_EP_FIELD_CONNECT_EVD_HANDLE),
-                                &ep));
+    ASSERT_DAT_OK(
+        dat_ep_modify(tep,
+                      static_cast<DAT_EP_PARAM_MASK>(DAT_EP_FIELD_PZ_HANDLE | DAT_EP_FIELD_RECV_EVD_HANDLE |
+                                                     DAT_EP_FIELD_REQUEST_EVD_HANDLE | DAT_EP_FIELD_CONNECT_EVD_HANDLE),
+                      &ep));
     ASSERT_DAT_OK(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr));
     expect_established(server.conn_evd);
     // The connection carries data on the provider's Endpoint.
@@ -277,7 +277,7 @@ protected:
         for (DAT_CONN_QUAL k = 0x2545F491; k < 0x2545F491 + 8 && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE; ++k) {
             const DAT_CONN_QUAL port = unused_conn_qual();
             if (port < kFoldBase)
-                continue; // no qualifier above 65535 folds onto it
+                continue;                                                // no qualifier above 65535 folds onto it
             const DAT_CONN_QUAL q = port - kFoldBase + kFoldModulus * k; // ~2^45: high bits set
             if ((r = create(q)) == DAT_SUCCESS)
                 return q;
@@ -379,8 +379,8 @@ TEST_P(QualTest, ServicePointsWhoseQualifiersShareAPortAreConnQualInUse) {
     EXPECT_DAT_ERR(dat_psp_create(client.ia.ia, port_of(q), client.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp2),
                    DAT_CONN_QUAL_IN_USE, 0);
     DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
-    EXPECT_DAT_ERR(dat_rsp_create(server.ia.ia, q - kFoldModulus, server.ep, server.cr_evd, &rsp),
-                   DAT_CONN_QUAL_IN_USE, 0);
+    EXPECT_DAT_ERR(dat_rsp_create(server.ia.ia, q - kFoldModulus, server.ep, server.cr_evd, &rsp), DAT_CONN_QUAL_IN_USE,
+                   0);
     EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
     // Freed, the port serves another of its qualifiers.
     ASSERT_DAT_OK(dat_psp_free(big));
@@ -439,9 +439,9 @@ TEST_P(SpTest, CommonServicePointArgumentsAreChecked) {
     elsewhere.sin_family = AF_INET;
     elsewhere.sin_addr.s_addr = htonl(0xC0000201); // 192.0.2.1, TEST-NET-1
     elsewhere.sin_port = htons(static_cast<uint16_t>(unused_conn_qual()));
-    EXPECT_DAT_ERR(dat_csp_create(server.ia.ia, &comm, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&elsewhere),
-                                  server.cr_evd, &csp),
-                   DAT_INVALID_ADDRESS, 0);
+    EXPECT_DAT_ERR(
+        dat_csp_create(server.ia.ia, &comm, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&elsewhere), server.cr_evd, &csp),
+        DAT_INVALID_ADDRESS, 0);
     EXPECT_DAT_ERR(dat_csp_create(server.ia.ia, &comm, nullptr, server.cr_evd, &csp), DAT_INVALID_ADDRESS, 0);
     IaAddress at = server_addr;
     EXPECT_DAT_INVALID_HANDLE(dat_csp_create(server.ia.ia, &comm, at.ptr(), server.conn_evd, &csp), HandleKind::Evd);

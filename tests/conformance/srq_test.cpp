@@ -68,8 +68,8 @@ protected:
     DAT_EP_HANDLE make_srq_ep(DAT_SRQ_HANDLE srq, DAT_EVD_HANDLE recv_evd) {
         DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
         DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-        EXPECT_DAT_OK(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, recv_evd, server.req_evd, server.conn_evd,
-                                             srq, &a, &ep));
+        EXPECT_DAT_OK(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, recv_evd, server.req_evd, server.conn_evd, srq,
+                                             &a, &ep));
         if (ep != DAT_HANDLE_NULL)
             eps.push_back(ep);
         return ep;
@@ -153,7 +153,8 @@ protected:
     SrqCounts counts(DAT_SRQ_HANDLE srq) {
         DAT_SRQ_PARAM p{};
         EXPECT_DAT_OK(dat_srq_query(
-            srq, static_cast<DAT_SRQ_PARAM_MASK>(DAT_SRQ_FIELD_AVAILABLE_DTO_COUNT | DAT_SRQ_FIELD_OUTSTANDING_DTO_COUNT),
+            srq,
+            static_cast<DAT_SRQ_PARAM_MASK>(DAT_SRQ_FIELD_AVAILABLE_DTO_COUNT | DAT_SRQ_FIELD_OUTSTANDING_DTO_COUNT),
             &p));
         return {p.available_dto_count, p.outstanding_dto_count};
     }
@@ -166,8 +167,8 @@ protected:
             return r;
         const auto &d = ev.event_data.asynch_error_event_data;
         if (d.dat_handle != handle || d.reason != reason)
-            return ::testing::AssertionFailure() << "async event for handle " << d.dat_handle << " reason "
-                                                 << d.reason << ", expected " << handle << " reason " << reason;
+            return ::testing::AssertionFailure() << "async event for handle " << d.dat_handle << " reason " << d.reason
+                                                 << ", expected " << handle << " reason " << reason;
         return ::testing::AssertionSuccess();
     }
 
@@ -264,12 +265,12 @@ TEST_P(SrqTest, CreateRefusesInvalidArguments) {
     EXPECT_DAT_ERR(dat_srq_create(server.ia.ia, server.ia.pz, nullptr, &srq), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_ERR(dat_srq_create(server.ia.ia, server.ia.pz, &good, nullptr), DAT_INVALID_PARAMETER, 0);
     const DAT_SRQ_ATTR bad[] = {
-        {0, 1, 0},                                // no receives
-        {-1, 1, 0},                               //
-        {8, -1, 0},                               // negative IOV
+        {0, 1, 0},                                    // no receives
+        {-1, 1, 0},                                   //
+        {8, -1, 0},                                   // negative IOV
         {8, ia_attr.max_iov_segments_per_dto + 1, 0}, // more segments than a DTO takes
-        {8, 1, -1},                               // negative watermark
-        {8, 1, 9},                                // watermark above max_recv_dtos
+        {8, 1, -1},                                   // negative watermark
+        {8, 1, 9},                                    // watermark above max_recv_dtos
     };
     for (DAT_SRQ_ATTR a : bad) {
         SCOPED_TRACE(testing::Message() << "max_recv_dtos " << a.max_recv_dtos << " max_recv_iov " << a.max_recv_iov
@@ -413,11 +414,11 @@ TEST_P(SrqTest, EpCreateWithSrqChecksItsArguments) {
     DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
     DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
     // dat_ep_create_with_srq(3DAT): ep_attributes "Cannot be NULL".
-    EXPECT_DAT_ERR(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, server.recv_evd, server.req_evd,
-                                          server.conn_evd, srq, nullptr, &ep),
+    EXPECT_DAT_ERR(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, server.recv_evd, server.req_evd, server.conn_evd,
+                                          srq, nullptr, &ep),
                    DAT_INVALID_PARAMETER, 0);
-    EXPECT_DAT_ERR(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, server.recv_evd, server.req_evd,
-                                          server.conn_evd, srq, &a, nullptr),
+    EXPECT_DAT_ERR(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, server.recv_evd, server.req_evd, server.conn_evd,
+                                          srq, &a, nullptr),
                    DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_INVALID_HANDLE(dat_ep_create_with_srq(server.ia.ia, server.ia.pz, server.recv_evd, server.req_evd,
                                                      server.conn_evd, server.ia.pz, &a, &ep),
@@ -434,8 +435,8 @@ TEST_P(SrqTest, EpCreateWithSrqChecksItsArguments) {
     // Receives complete on the recv EVD of the EP that took the buffer: an
     // EP without one is refused as a model this provider does not support,
     // or works.
-    DAT_RETURN r = dat_ep_create_with_srq(server.ia.ia, server.ia.pz, DAT_HANDLE_NULL, server.req_evd,
-                                          server.conn_evd, srq, &a, &ep);
+    DAT_RETURN r = dat_ep_create_with_srq(server.ia.ia, server.ia.pz, DAT_HANDLE_NULL, server.req_evd, server.conn_evd,
+                                          srq, &a, &ep);
     if (r == DAT_SUCCESS)
         eps.push_back(ep);
     else
@@ -445,8 +446,8 @@ TEST_P(SrqTest, EpCreateWithSrqChecksItsArguments) {
         DAT_PZ_HANDLE pz2 = DAT_HANDLE_NULL;
         ASSERT_DAT_OK(dat_pz_create(server.ia.ia, &pz2));
         DAT_EP_HANDLE ep2 = DAT_HANDLE_NULL;
-        EXPECT_DAT_OK(dat_ep_create_with_srq(server.ia.ia, pz2, server.recv_evd, server.req_evd, server.conn_evd,
-                                             srq, &a, &ep2));
+        EXPECT_DAT_OK(
+            dat_ep_create_with_srq(server.ia.ia, pz2, server.recv_evd, server.req_evd, server.conn_evd, srq, &a, &ep2));
         EXPECT_DAT_OK(dat_ep_free(ep2));
         EXPECT_DAT_OK(dat_pz_free(pz2));
     }
@@ -535,8 +536,8 @@ TEST_P(SrqTest, TwoClientsFeedOneSrqThroughOneRecvEvd) {
         ASSERT_NO_FATAL_FAILURE(connect_eps(cep[i], sep[i]));
     for (int m = 0; m < 3; ++m)
         for (int c = 0; c < 2; ++c)
-            ASSERT_NO_FATAL_FAILURE(send_text(cep[c], sb, static_cast<size_t>(c * 3 + m),
-                                              std::to_string(c) + ":" + std::to_string(m)));
+            ASSERT_NO_FATAL_FAILURE(
+                send_text(cep[c], sb, static_cast<size_t>(c * 3 + m), std::to_string(c) + ":" + std::to_string(m)));
     int next[2] = {0, 0};
     for (int i = 0; i < 6; ++i) {
         std::string text;
@@ -714,8 +715,8 @@ TEST_P(EpRecvTest, RecvQueryCountsTheReceivesOfAnEpWithoutSrq) {
     EXPECT_EQ(span, 0);
     for (int i = 0; i < 3; ++i) {
         DAT_LMR_TRIPLET t = rb.iov(kMsg * static_cast<size_t>(i), kMsg);
-        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &t, cookie(static_cast<DAT_UINT64>(i)),
-                                       DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_DAT_OK(
+            dat_ep_post_recv(server.ep, 1, &t, cookie(static_cast<DAT_UINT64>(i)), DAT_COMPLETION_DEFAULT_FLAG));
     }
     // dat_ep_recv_query(3DAT): without an SRQ a buffer is allocated to the EP
     // when posted; the span is never less than the count.
@@ -790,8 +791,8 @@ TEST_P(EpRecvTest, HardHighWatermarkAlreadyExceededBreaksAtEstablishment) {
     ASSERT_DAT_OK(server.register_buffer(rb, 8 * kMsg));
     for (int i = 0; i < 3; ++i) {
         DAT_LMR_TRIPLET t = rb.iov(kMsg * static_cast<size_t>(i), kMsg);
-        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &t, cookie(static_cast<DAT_UINT64>(i)),
-                                       DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_DAT_OK(
+            dat_ep_post_recv(server.ep, 1, &t, cookie(static_cast<DAT_UINT64>(i)), DAT_COMPLETION_DEFAULT_FLAG));
     }
     // Not connected: nothing to break yet.
     ASSERT_DAT_OK(dat_ep_set_watermark(server.ep, DAT_WATERMARK_INFINITE, 1));

@@ -16,8 +16,7 @@ using dat2::kit::Arena;
 
 namespace {
 
-TEST(Arena, SlotsAreZeroedAlignedAndOwned)
-{
+TEST(Arena, SlotsAreZeroedAlignedAndOwned) {
     Arena a(std::size_t(4) << 20);
     for (std::size_t size : {1u, 40u, 64u, 65u, 200u, 4096u, 16384u}) {
         auto *p = static_cast<unsigned char *>(a.allocate(size));
@@ -31,8 +30,7 @@ TEST(Arena, SlotsAreZeroedAlignedAndOwned)
     EXPECT_EQ(a.allocate(16385), nullptr);
 }
 
-TEST(Arena, ForeignAndInteriorPointersAreNotOwned)
-{
+TEST(Arena, ForeignAndInteriorPointersAreNotOwned) {
     Arena a(std::size_t(4) << 20);
     auto *p = static_cast<char *>(a.allocate(100)); // a 128-byte slot
     int local = 0;
@@ -45,8 +43,7 @@ TEST(Arena, ForeignAndInteriorPointersAreNotOwned)
     EXPECT_FALSE(a.owns(p + Arena::kChunkSize * 3));
 }
 
-TEST(Arena, FreedSlotsStayReadableAndAreReusedLast)
-{
+TEST(Arena, FreedSlotsStayReadableAndAreReusedLast) {
     Arena a(std::size_t(4) << 20);
     std::vector<void *> slots;
     for (int i = 0; i < 8; ++i)
@@ -65,8 +62,7 @@ TEST(Arena, FreedSlotsStayReadableAndAreReusedLast)
     a.deallocate(&first); // not ours: ignored
 }
 
-TEST(Arena, ExhaustionIsANullNotACrash)
-{
+TEST(Arena, ExhaustionIsANullNotACrash) {
     Arena a(std::size_t(1) << 20); // 16 chunks
     std::size_t n = 0;
     while (a.allocate(16384))
@@ -76,8 +72,7 @@ TEST(Arena, ExhaustionIsANullNotACrash)
     EXPECT_EQ(a.allocate(64), nullptr);
 }
 
-TEST(Arena, ThousandsOfObjectsAcrossSizeClasses)
-{
+TEST(Arena, ThousandsOfObjectsAcrossSizeClasses) {
     Arena a(std::size_t(64) << 20);
     std::vector<void *> all;
     for (int i = 0; i < 10000; ++i) {
@@ -92,8 +87,7 @@ TEST(Arena, ThousandsOfObjectsAcrossSizeClasses)
 }
 
 // Lookups race with allocation and release (run under TSan in CI).
-TEST(Arena, ConcurrentAllocateReleaseAndLookup)
-{
+TEST(Arena, ConcurrentAllocateReleaseAndLookup) {
     Arena a(std::size_t(64) << 20);
     std::atomic<bool> stop{false};
     std::atomic<int> bad{0};

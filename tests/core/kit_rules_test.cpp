@@ -37,10 +37,10 @@ std::string hex(DAT_RETURN r) {
     return b;
 }
 
-#define ASSERT_OK(expr)                                                                                            \
-    do {                                                                                                           \
-        DAT_RETURN r_ = (expr);                                                                                    \
-        ASSERT_EQ(r_, DAT_SUCCESS) << #expr << " -> " << hex(r_);                                                  \
+#define ASSERT_OK(expr)                                                                                                \
+    do {                                                                                                               \
+        DAT_RETURN r_ = (expr);                                                                                        \
+        ASSERT_EQ(r_, DAT_SUCCESS) << #expr << " -> " << hex(r_);                                                      \
     } while (0)
 
 class Environment : public ::testing::Environment {
@@ -61,9 +61,7 @@ struct Seen {
     DAT_UINT64 cookie = 0;
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
     DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
-    bool operator==(const Seen &o) const {
-        return number == o.number && cookie == o.cookie && status == o.status;
-    }
+    bool operator==(const Seen &o) const { return number == o.number && cookie == o.cookie && status == o.status; }
 };
 std::ostream &operator<<(std::ostream &os, const Seen &s) {
     return os << "{event " << std::hex << s.number << std::dec << " cookie " << s.cookie << " status " << s.status
@@ -95,10 +93,9 @@ struct Side {
     void open(const char *name) {
         ASSERT_OK(dat_ia_open(const_cast<char *>(name), 16, &async_evd, &ia));
         ASSERT_OK(dat_pz_create(ia, &pz));
-        ASSERT_OK(dat_evd_create(ia, 256, DAT_HANDLE_NULL,
-                                 static_cast<DAT_EVD_FLAGS>(DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
-                                                            DAT_EVD_CR_FLAG),
-                                 &evd));
+        ASSERT_OK(dat_evd_create(
+            ia, 256, DAT_HANDLE_NULL,
+            static_cast<DAT_EVD_FLAGS>(DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG | DAT_EVD_CR_FLAG), &evd));
         DAT_REGION_DESCRIPTION region;
         region.for_va = buffer.data();
         DAT_VLEN registered = 0;
@@ -243,7 +240,7 @@ TEST_F(KitRules, AFailedRequestFlushesTheSuccessesHeldBehindIt) {
     side.script().complete(side.op(0), DAT_DTO_ERR_REMOTE_ACCESS);
     side.script().complete(side.op(2));
     EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1, DAT_DTO_ERR_REMOTE_ACCESS), dto(2, DAT_DTO_ERR_FLUSHED),
-                                               dto(3, DAT_DTO_ERR_FLUSHED)}));
+                                                dto(3, DAT_DTO_ERR_FLUSHED)}));
 }
 
 // ---- suppression ------------------------------------------------------------------
@@ -321,9 +318,8 @@ TEST_F(KitRules, AConnectionEndFlushesWhatIsOutstandingInPostingOrderBeforeItsEv
     ASSERT_OK(side.send(4));
     side.script().complete(side.op(1)); // completed, not yet read
     side.script().end_connection(side.ep, false);
-    EXPECT_EQ(side.events(),
-              (std::vector<Seen>{dto(2), dto(1, DAT_DTO_ERR_FLUSHED), dto(3, DAT_DTO_ERR_FLUSHED),
-                                 dto(4, DAT_DTO_ERR_FLUSHED), conn(DAT_CONNECTION_EVENT_DISCONNECTED)}));
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(2), dto(1, DAT_DTO_ERR_FLUSHED), dto(3, DAT_DTO_ERR_FLUSHED),
+                                                dto(4, DAT_DTO_ERR_FLUSHED), conn(DAT_CONNECTION_EVENT_DISCONNECTED)}));
     EXPECT_EQ(side.state(), DAT_EP_STATE_DISCONNECTED);
 }
 
@@ -334,7 +330,7 @@ TEST_F(KitRules, ALateCompletionOfAFlushedDtoIsDropped) {
     ASSERT_OK(side.recv(2));
     side.script().end_connection(side.ep, true);
     EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1, DAT_DTO_ERR_FLUSHED), dto(2, DAT_DTO_ERR_FLUSHED),
-                                               conn(DAT_CONNECTION_EVENT_BROKEN)}));
+                                                conn(DAT_CONNECTION_EVENT_BROKEN)}));
     side.script().complete(side.op(0));
     side.script().complete(side.op(1));
     EXPECT_EQ(side.events(), std::vector<Seen>{});

@@ -191,8 +191,7 @@ void ScriptedTransport::request(DAT_PSP_HANDLE psp, const void *pdata, std::size
     from.sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1);
     from.sin_port = htons(5000);
     static int token;
-    kit::on_connection_request(*static_cast<kit::Psp *>(psp), &token, reinterpret_cast<sockaddr *>(&from), pdata,
-                               len);
+    kit::on_connection_request(*static_cast<kit::Psp *>(psp), &token, reinterpret_cast<sockaddr *>(&from), pdata, len);
 }
 
 DAT_RETURN ScriptedTransport::accept(kit::Cr &, kit::Ep &ep, const void *, std::size_t) {

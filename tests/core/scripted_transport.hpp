@@ -54,8 +54,7 @@ public:
     void complete(kit::Op *op, DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS, std::uint32_t length = 0,
                   DAT_EP_HANDLE taker = nullptr);
     // The connection is up; `pdata`: what the peer's accept carried.
-    void establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port = 4242, const void *pdata = nullptr,
-                   std::size_t len = 0);
+    void establish(DAT_EP_HANDLE ep, DAT_PORT_QUAL local_port = 4242, const void *pdata = nullptr, std::size_t len = 0);
     void end_connection(DAT_EP_HANDLE ep, bool broken);
     // A connection request arrives at `psp` from 127.0.0.2.
     void request(DAT_PSP_HANDLE psp, const void *pdata = nullptr, std::size_t len = 0);
@@ -85,8 +84,7 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
-    DAT_RETURN connect(kit::Ep &ep, const sockaddr *, DAT_CONN_QUAL, const void *, std::size_t,
-                       DAT_TIMEOUT) override;
+    DAT_RETURN connect(kit::Ep &ep, const sockaddr *, DAT_CONN_QUAL, const void *, std::size_t, DAT_TIMEOUT) override;
     void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
     DAT_RETURN psp_open(kit::Psp &, const DAT_CONN_QUAL *qual, DAT_CONN_QUAL *assigned, void *&tp) override;

@@ -5,8 +5,7 @@
 
 #include <stdio.h>
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
     DAT_PROVIDER_ATTR pa;

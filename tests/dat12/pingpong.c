@@ -38,11 +38,11 @@ static void die(const char *what, DAT_RETURN r) {
     exit(1);
 }
 
-#define TRY(call)                                                                                  \
-    do {                                                                                           \
-        DAT_RETURN r_ = (call);                                                                    \
-        if (r_ != DAT_SUCCESS)                                                                     \
-            die(#call, r_);                                                                        \
+#define TRY(call)                                                                                                      \
+    do {                                                                                                               \
+        DAT_RETURN r_ = (call);                                                                                        \
+        if (r_ != DAT_SUCCESS)                                                                                         \
+            die(#call, r_);                                                                                            \
     } while (0)
 
 static DAT_IA_HANDLE ia;
@@ -53,7 +53,11 @@ static unsigned char *data, *msg_in, *msg_out; /* data: the RDMA target; msgs: s
 static DAT_LMR_CONTEXT lmr_context;
 static DAT_RMR_CONTEXT rmr_context;
 
-struct peer_info { DAT_UINT64 address; DAT_UINT32 rmr_context; DAT_UINT32 round; };
+struct peer_info {
+    DAT_UINT64 address;
+    DAT_UINT32 rmr_context;
+    DAT_UINT32 round;
+};
 
 static void register_memory(void) {
     DAT_REGION_DESCRIPTION region;

@@ -23,15 +23,15 @@
 static int checks, failures;
 static char *ia_name = "ofi-tcp";
 
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        ++checks;                                                                                  \
-        if (!(cond)) {                                                                             \
-            ++failures;                                                                            \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        ++checks;                                                                                                      \
+        if (!(cond)) {                                                                                                 \
+            ++failures;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
 static const char *text(DAT_RETURN r) {
@@ -45,30 +45,30 @@ static const char *text(DAT_RETURN r) {
     return b;
 }
 
-#define CHECK_OK(call)                                                                             \
-    do {                                                                                           \
-        DAT_RETURN r_ = (call);                                                                    \
-        CHECK(r_ == DAT_SUCCESS, "%s -> %s", #call, text(r_));                                    \
+#define CHECK_OK(call)                                                                                                 \
+    do {                                                                                                               \
+        DAT_RETURN r_ = (call);                                                                                        \
+        CHECK(r_ == DAT_SUCCESS, "%s -> %s", #call, text(r_));                                                         \
     } while (0)
 
-#define CHECK_TYPE(call, type)                                                                     \
-    do {                                                                                           \
-        DAT_RETURN r_ = (call);                                                                    \
-        CHECK(DAT_GET_TYPE(r_) == (type), "%s -> %s, expected %s", #call, text(r_), #type);       \
+#define CHECK_TYPE(call, type)                                                                                         \
+    do {                                                                                                               \
+        DAT_RETURN r_ = (call);                                                                                        \
+        CHECK(DAT_GET_TYPE(r_) == (type), "%s -> %s, expected %s", #call, text(r_), #type);                            \
     } while (0)
 
-#define REQUIRE(cond, ...)                                                                         \
-    do {                                                                                           \
-        const int ok_ = !!(cond);                                                                  \
-        CHECK(ok_, __VA_ARGS__);                                                                   \
-        if (!ok_)                                                                                  \
-            goto out;                                                                              \
+#define REQUIRE(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        const int ok_ = !!(cond);                                                                                      \
+        CHECK(ok_, __VA_ARGS__);                                                                                       \
+        if (!ok_)                                                                                                      \
+            goto out;                                                                                                  \
     } while (0)
 
-#define REQUIRE_OK(call)                                                                           \
-    do {                                                                                           \
-        DAT_RETURN r_ = (call);                                                                    \
-        REQUIRE(r_ == DAT_SUCCESS, "%s -> %s", #call, text(r_));                                  \
+#define REQUIRE_OK(call)                                                                                               \
+    do {                                                                                                               \
+        DAT_RETURN r_ = (call);                                                                                        \
+        REQUIRE(r_ == DAT_SUCCESS, "%s -> %s", #call, text(r_));                                                       \
     } while (0)
 
 enum { kTimeout = 5000000, kQuiet = 300000 }; /* microseconds */
@@ -145,12 +145,12 @@ static int connect_pair(struct side *c, struct side *s) {
     DAT_EVENT ev;
     int ok = 0;
     REQUIRE_OK(dat_psp_create_any(s->ia, &qual, s->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
-    REQUIRE_OK(dat_ep_connect(c->ep, (DAT_IA_ADDRESS_PTR)&s->addr, qual, kTimeout, 0, NULL,
-                              DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG));
+    REQUIRE_OK(dat_ep_connect(c->ep, (DAT_IA_ADDRESS_PTR)&s->addr, qual, kTimeout, 0, NULL, DAT_QOS_BEST_EFFORT,
+                              DAT_CONNECT_DEFAULT_FLAG));
     REQUIRE(expect_event(s->cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev, "connect_pair"), "no request");
     CHECK(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle == psp,
-          "the request names service point %p, not the PSP %p", ev.event_data.cr_arrival_event_data.sp_handle.psp_handle,
-          psp);
+          "the request names service point %p, not the PSP %p",
+          ev.event_data.cr_arrival_event_data.sp_handle.psp_handle, psp);
     CHECK(ev.event_data.cr_arrival_event_data.conn_qual == qual, "the request's qualifier");
     REQUIRE_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, s->ep, 0, NULL));
     REQUIRE(expect_event(s->conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev, "server"), "server not connected");
@@ -248,7 +248,8 @@ static void expect_remote_write_refused(struct side *c, struct buffer *src, cons
 }
 
 /* Binds `rmr` to [off, off+len) of `b` over the connected client EP. */
-static int bind_window(struct side *c, DAT_RMR_HANDLE rmr, struct buffer *b, size_t off, size_t len, DAT_RMR_CONTEXT *ctx) {
+static int bind_window(struct side *c, DAT_RMR_HANDLE rmr, struct buffer *b, size_t off, size_t len,
+                       DAT_RMR_CONTEXT *ctx) {
     DAT_EVENT ev;
     DAT_LMR_TRIPLET t = local(b, off, len);
     DAT_RMR_COOKIE ck;
@@ -418,7 +419,8 @@ static void case_rmr(void) {
         if (expect_event(c.req_evd, DAT_DTO_COMPLETION_EVENT, &ev, "RDMA write through the window"))
             CHECK(ev.event_data.dto_completion_event_data.status == DAT_DTO_SUCCESS &&
                       ev.event_data.dto_completion_event_data.transfered_length == 256,
-                  "RDMA write through the window: status %d, %llu bytes", ev.event_data.dto_completion_event_data.status,
+                  "RDMA write through the window: status %d, %llu bytes",
+                  ev.event_data.dto_completion_event_data.status,
                   (unsigned long long)ev.event_data.dto_completion_event_data.transfered_length);
         CHECK(target.data[4096 + 128] == 0x7A && target.data[4096 + 383] == 0x7A && target.data[4096 + 384] == 0,
               "the written bytes did not land where the triplet's target_address says");
@@ -472,16 +474,15 @@ static void case_ep_free(void) {
     REQUIRE(expect_event(s.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev, "request at the RSP"), "no request");
     CHECK(ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle == rsp ||
               ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle == DAT_HANDLE_NULL,
-          "the request names service point %p, not the RSP %p", ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle,
-          rsp);
+          "the request names service point %p, not the RSP %p",
+          ev.event_data.cr_arrival_event_data.sp_handle.rsp_handle, rsp);
     REQUIRE_OK(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp));
     CHECK(crp.local_ep_handle == s.ep, "cr_query: local_ep_handle %p, not the RSP's EP %p", crp.local_ep_handle, s.ep);
     CHECK(ep_state(s.ep) == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING, "state %d, expected PASSIVE_CONNECTION_PENDING",
           ep_state(s.ep));
     CHECK_TYPE(dat_ep_free(s.ep), DAT_INVALID_STATE);
     REQUIRE_OK(dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle));
-    CHECK_TYPE(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp),
-               DAT_INVALID_HANDLE);
+    CHECK_TYPE(dat_cr_query(ev.event_data.cr_arrival_event_data.cr_handle, DAT_CR_FIELD_ALL, &crp), DAT_INVALID_HANDLE);
     {
         DAT_HANDLE_TYPE type;
         CHECK_TYPE(dat_get_handle_type(ev.event_data.cr_arrival_event_data.cr_handle, &type), DAT_INVALID_HANDLE);
@@ -511,7 +512,8 @@ static void case_ep_free(void) {
          * must not name a live handle. */
         while (next_event(c.recv_evd, &ev, kQuiet) == DAT_SUCCESS)
             CHECK(dat_get_handle_type(ev.event_data.dto_completion_event_data.ep_handle, &type) != DAT_SUCCESS,
-                  "a completion of a freed EP names a live handle %p", ev.event_data.dto_completion_event_data.ep_handle);
+                  "a completion of a freed EP names a live handle %p",
+                  ev.event_data.dto_completion_event_data.ep_handle);
     }
     CHECK_TYPE(dat_ep_disconnect(c.ep, DAT_CLOSE_ABRUPT_FLAG), DAT_INVALID_HANDLE);
     if (next_event(s.conn_evd, &ev, kTimeout) == DAT_SUCCESS)
@@ -573,14 +575,13 @@ static void case_ep_disconnect(void) {
         CHECK(no_event(c.conn_evd), "%s: an event after a no-op disconnect", name);
         {
             /* A subtype past DAT 2.0's inserted DAT_INVALID_HANDLE_CSP is 1.2's. */
-            DAT_RETURN r = dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&s.addr, 1, kTimeout, 0, NULL,
-                                          DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+            DAT_RETURN r = dat_ep_connect(c.ep, (DAT_IA_ADDRESS_PTR)&s.addr, 1, kTimeout, 0, NULL, DAT_QOS_BEST_EFFORT,
+                                          DAT_CONNECT_DEFAULT_FLAG);
             CHECK(r == (DAT_CLASS_ERROR | DAT_INVALID_STATE | DAT_INVALID_STATE_EP_DISCONNECTED),
                   "%s: connect of a disconnected EP: %s", name, text(r));
         }
         if (next_event(s.conn_evd, &ev, kTimeout) == DAT_SUCCESS)
-            CHECK(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED, "%s: server event 0x%x", name,
-                  ev.event_number);
+            CHECK(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED, "%s: server event 0x%x", name, ev.event_number);
         else
             CHECK(0, "%s: the server's connection did not end", name);
     }
@@ -784,8 +785,9 @@ int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*run)(void);
-    } cases[] = {{"lmr", case_lmr},           {"rmr", case_rmr}, {"ep_free", case_ep_free},
-                 {"ep_disconnect", case_ep_disconnect}, {"dto", case_dto}, {"handles", case_handles}};
+    } cases[] = {{"lmr", case_lmr},         {"rmr", case_rmr},
+                 {"ep_free", case_ep_free}, {"ep_disconnect", case_ep_disconnect},
+                 {"dto", case_dto},         {"handles", case_handles}};
     size_t i;
     if (argc < 2) {
         fprintf(stderr, "usage: %s <case> [ia_name]\n", argv[0]);

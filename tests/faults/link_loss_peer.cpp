@@ -62,8 +62,8 @@ constexpr std::size_t kHalf = kChunk * kChunks; // one round's data, per directi
 constexpr std::size_t kTarget = 3 * kHalf;      // two halves for rounds, one scratch area for bursts
 constexpr int kMsgsPerRound = 4;
 constexpr std::size_t kMsgSize = 256;
-constexpr int kRecvs = 16;                      // receives kept posted
-constexpr int kSendSlots = kMsgsPerRound + 1;   // the round's messages and the goodbye
+constexpr int kRecvs = 16;                              // receives kept posted
+constexpr int kSendSlots = kMsgsPerRound + 1;           // the round's messages and the goodbye
 constexpr std::uint64_t kMagic = 0x4C494E4B4C4F5353ull; // "LINKLOSS"
 constexpr std::uint32_t kByeIndex = 0xB7E;
 constexpr std::uint32_t kBurstIndex = 0xB0057;
@@ -74,8 +74,7 @@ constexpr auto kStallLimit = std::chrono::seconds(40); // no verified round, no 
 constexpr DAT_TIMEOUT kConnectTimeoutUs = 5'000'000;
 
 long long now_ms() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
         .count();
 }
 
@@ -113,8 +112,8 @@ long check_pattern(const unsigned char *p, std::size_t len, std::uint64_t key) {
 
 // Stream keys: connection (epoch), sending side, round, and which stream.
 std::uint64_t stream_key(std::uint32_t epoch, std::uint32_t sender, std::uint64_t round, std::uint32_t what) {
-    return (static_cast<std::uint64_t>(epoch) << 56) ^ (static_cast<std::uint64_t>(sender) << 52) ^
-           (round << 12) ^ what;
+    return (static_cast<std::uint64_t>(epoch) << 56) ^ (static_cast<std::uint64_t>(sender) << 52) ^ (round << 12) ^
+           what;
 }
 
 // What the two sides tell each other when they connect: where to write.
@@ -197,11 +196,11 @@ private:
     void note_break(const std::string &what);
 
     // ---- phases
-    bool stream();           // until the connection breaks or the last round is done
-    bool report_break();     // every outstanding DTO completed; prints BROKEN
+    bool stream();       // until the connection breaks or the last round is done
+    bool report_break(); // every outstanding DTO completed; prints BROKEN
     bool await_command(const char *cmd);
     bool reconnect();
-    bool part();             // goodbye, disconnect, DONE
+    bool part(); // goodbye, disconnect, DONE
 
     const bool server_;
     const std::uint32_t me_; // 0 server, 1 client
@@ -220,8 +219,8 @@ private:
     std::uint64_t next_cookie_ = 1;
     int requests_outstanding_ = 0;
 
-    std::uint32_t epoch_ = 0;  // connection number
-    std::uint64_t round_ = 0;  // the current round of this connection
+    std::uint32_t epoch_ = 0; // connection number
+    std::uint64_t round_ = 0; // the current round of this connection
     bool round_started_ = false;
     std::map<std::uint64_t, int> peer_msgs_; // round -> messages of the peer received
     std::uint64_t peer_verified_ = 0;        // the peer's rounds 0..peer_verified_-1 are verified
@@ -245,7 +244,7 @@ private:
     std::string first_sign_;
     std::map<std::string, int> errors_by_kind_;
     std::map<std::string, int> errors_by_status_;
-    std::map<std::string, int> ok_after_first_sign_; // by kind
+    std::map<std::string, int> ok_after_first_sign_;    // by kind
     bool request_failed_ = false, recv_failed_ = false; // a DTO of that direction completed with an error
     int outstanding_at_end_event_ = -1;
 
@@ -300,8 +299,7 @@ bool LinkLossPeer::open() {
     dto_evd_ = side_.req_evd;
     if (DAT_RETURN r = side_.create_ep_on(&side_.ep, dto_evd_, dto_evd_, side_.conn_evd))
         return fail("dat_ep_create: %s", ret_text(r).c_str());
-    const auto remote_write =
-        static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
+    const auto remote_write = static_cast<DAT_MEM_PRIV_FLAGS>(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG);
     if (DAT_RETURN r = side_.register_buffer(src_, 2 * kHalf))
         return fail("registering the source buffer: %s", ret_text(r).c_str());
     if (DAT_RETURN r = side_.register_buffer(dst_, kTarget, remote_write))
@@ -434,12 +432,12 @@ bool LinkLossPeer::on_recv(int slot) {
     if (m->index == kBurstIndex)
         return true;
     if (m->round < peer_verified_ || m->round > round_ + 1 || m->index >= kMsgsPerRound)
-        return fail("message %u of round %" PRIu64 " arrived while this side is in round %" PRIu64, m->index,
-                    m->round, round_);
+        return fail("message %u of round %" PRIu64 " arrived while this side is in round %" PRIu64, m->index, m->round,
+                    round_);
     int &seen = peer_msgs_[m->round];
     if (static_cast<int>(m->index) != seen)
-        return fail("message %u of round %" PRIu64 " arrived after %d of that round (out of order)", m->index,
-                    m->round, seen);
+        return fail("message %u of round %" PRIu64 " arrived after %d of that round (out of order)", m->index, m->round,
+                    seen);
     ++seen;
     if (seen < kMsgsPerRound)
         return true;
@@ -844,8 +842,8 @@ bool LinkLossPeer::part() {
     }
     if (end_event_ != DAT_CONNECTION_EVENT_DISCONNECTED)
         return fail("a graceful disconnect ended with %s", event_name(end_event_).c_str());
-    say("DONE side=%s epochs=%u rounds=%" PRIu64 " bytes_verified=%" PRIu64, server_ ? "server" : "client",
-        epoch_ + 1, rounds_total_, bytes_verified_);
+    say("DONE side=%s epochs=%u rounds=%" PRIu64 " bytes_verified=%" PRIu64, server_ ? "server" : "client", epoch_ + 1,
+        rounds_total_, bytes_verified_);
     return true;
 }
 
@@ -854,8 +852,7 @@ bool LinkLossPeer::run() {
         return false;
     if (server_) {
         if (DAT_RETURN r = dat_psp_create(side_.ia.ia, port_, side_.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp_))
-            return fail("dat_psp_create on port %llu: %s", static_cast<unsigned long long>(port_),
-                        ret_text(r).c_str());
+            return fail("dat_psp_create on port %llu: %s", static_cast<unsigned long long>(port_), ret_text(r).c_str());
         if (!post_all_recvs())
             return false;
         say("LISTENING side=server port=%llu", static_cast<unsigned long long>(port_));

@@ -9,8 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     std::string_view text(reinterpret_cast<const char *>(data), size);
     dat2::ConfParseResult r = dat2::parse_dat_conf(text, "fuzz.conf");
     for (const auto &e : r.entries) {

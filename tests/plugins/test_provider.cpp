@@ -46,9 +46,7 @@ struct Object {
     Registration *reg;
 };
 
-template <std::size_t Offset, class... A>
-DAT_RETURN stub(A... args)
-{
+template <std::size_t Offset, class... A> DAT_RETURN stub(A... args) {
     std::lock_guard<std::mutex> lock(g_mu);
     g_last.slot_offset = Offset;
     g_last.first = nullptr;
@@ -63,8 +61,7 @@ DAT_RETURN stub(A... args)
 
 Registration *reg_of(DAT_IA_HANDLE ia) { return static_cast<Object *>(ia)->reg; }
 
-DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *ia)
-{
+DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *ia) {
     std::lock_guard<std::mutex> lock(g_mu);
     ++g_counters.open_calls;
     Registration *reg = nullptr;
@@ -99,8 +96,7 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_
     return DAT_SUCCESS;
 }
 
-DAT_RETURN ia_close(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS)
-{
+DAT_RETURN ia_close(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS) {
     std::lock_guard<std::mutex> lock(g_mu);
     ++g_counters.close_calls;
     --g_counters.open_ias;
@@ -108,9 +104,8 @@ DAT_RETURN ia_close(DAT_IA_HANDLE ia, DAT_CLOSE_FLAGS)
     return DAT_SUCCESS;
 }
 
-DAT_RETURN ia_query(DAT_IA_HANDLE ia, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA_ATTR *ia_attr,
-                    DAT_PROVIDER_ATTR_MASK, DAT_PROVIDER_ATTR *provider_attr)
-{
+DAT_RETURN ia_query(DAT_IA_HANDLE ia, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA_ATTR *ia_attr, DAT_PROVIDER_ATTR_MASK,
+                    DAT_PROVIDER_ATTR *provider_attr) {
     Registration *reg = reg_of(ia);
     if (ia_attr) {
         std::memset(ia_attr, 0, sizeof *ia_attr);
@@ -129,16 +124,14 @@ DAT_RETURN ia_query(DAT_IA_HANDLE ia, DAT_EVD_HANDLE *, DAT_IA_ATTR_MASK, DAT_IA
     return DAT_SUCCESS;
 }
 
-DAT_RETURN pz_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE *pz)
-{
+DAT_RETURN pz_create(DAT_IA_HANDLE ia, DAT_PZ_HANDLE *pz) {
     *pz = new Object{&reg_of(ia)->table, ia, reg_of(ia)};
     return DAT_SUCCESS;
 }
 
 // Reports the consumer's IA handle the way OFED's providers do: through
 // dats_get_ia_handle, resolved from the registry that loaded us.
-DAT_RETURN pz_query(DAT_PZ_HANDLE pz, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM *param)
-{
+DAT_RETURN pz_query(DAT_PZ_HANDLE pz, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM *param) {
     DAT_IA_HANDLE consumer = nullptr;
     DAT_RETURN r = dats_get_ia_handle(static_cast<Object *>(pz)->ia, &consumer);
     if (r != DAT_SUCCESS)
@@ -147,41 +140,95 @@ DAT_RETURN pz_query(DAT_PZ_HANDLE pz, DAT_PZ_PARAM_MASK, DAT_PZ_PARAM *param)
     return DAT_SUCCESS;
 }
 
-DAT_RETURN pz_free(DAT_PZ_HANDLE pz)
-{
+DAT_RETURN pz_free(DAT_PZ_HANDLE pz) {
     delete static_cast<Object *>(pz);
     return DAT_SUCCESS;
 }
 
 #define SLOT(name) t.name = stub<offsetof(DAT_PROVIDER, name)>
 
-[[maybe_unused]] void fill(DAT_PROVIDER &t, const char *device_name)
-{
+[[maybe_unused]] void fill(DAT_PROVIDER &t, const char *device_name) {
     t.device_name = device_name;
     t.extension = nullptr;
-    SLOT(ia_open_func); SLOT(ia_query_func); SLOT(ia_close_func);
-    SLOT(set_consumer_context_func); SLOT(get_consumer_context_func); SLOT(get_handle_type_func);
-    SLOT(cno_create_func); SLOT(cno_modify_agent_func); SLOT(cno_query_func); SLOT(cno_free_func);
-    SLOT(cno_wait_func); SLOT(cr_query_func); SLOT(cr_accept_func); SLOT(cr_reject_func);
-    SLOT(cr_handoff_func); SLOT(evd_create_func); SLOT(evd_query_func); SLOT(evd_modify_cno_func);
-    SLOT(evd_enable_func); SLOT(evd_disable_func); SLOT(evd_wait_func); SLOT(evd_resize_func);
-    SLOT(evd_post_se_func); SLOT(evd_dequeue_func); SLOT(evd_free_func); SLOT(ep_create_func);
-    SLOT(ep_query_func); SLOT(ep_modify_func); SLOT(ep_connect_func); SLOT(ep_dup_connect_func);
-    SLOT(ep_disconnect_func); SLOT(ep_post_send_func); SLOT(ep_post_recv_func);
-    SLOT(ep_post_rdma_read_func); SLOT(ep_post_rdma_write_func); SLOT(ep_get_status_func);
-    SLOT(ep_free_func); SLOT(lmr_create_func); SLOT(lmr_query_func); SLOT(lmr_free_func);
-    SLOT(rmr_create_func); SLOT(rmr_query_func); SLOT(rmr_bind_func); SLOT(rmr_free_func);
-    SLOT(psp_create_func); SLOT(psp_query_func); SLOT(psp_free_func); SLOT(rsp_create_func);
-    SLOT(rsp_query_func); SLOT(rsp_free_func); SLOT(pz_create_func); SLOT(pz_query_func);
-    SLOT(pz_free_func); SLOT(psp_create_any_func); SLOT(ep_reset_func);
-    SLOT(evd_set_unwaitable_func); SLOT(evd_clear_unwaitable_func); SLOT(lmr_sync_rdma_read_func);
-    SLOT(lmr_sync_rdma_write_func); SLOT(ep_create_with_srq_func); SLOT(ep_recv_query_func);
-    SLOT(ep_set_watermark_func); SLOT(srq_create_func); SLOT(srq_free_func);
-    SLOT(srq_post_recv_func); SLOT(srq_query_func); SLOT(srq_resize_func); SLOT(srq_set_lw_func);
-    SLOT(csp_create_func); SLOT(csp_query_func); SLOT(csp_free_func); SLOT(ep_common_connect_func);
-    SLOT(rmr_create_for_ep_func); SLOT(ep_post_send_with_invalidate_func);
-    SLOT(ep_post_rdma_read_to_rmr_func); SLOT(cno_fd_create_func); SLOT(cno_trigger_func);
-    SLOT(ia_ha_related_func); SLOT(handle_extendedop_func);
+    SLOT(ia_open_func);
+    SLOT(ia_query_func);
+    SLOT(ia_close_func);
+    SLOT(set_consumer_context_func);
+    SLOT(get_consumer_context_func);
+    SLOT(get_handle_type_func);
+    SLOT(cno_create_func);
+    SLOT(cno_modify_agent_func);
+    SLOT(cno_query_func);
+    SLOT(cno_free_func);
+    SLOT(cno_wait_func);
+    SLOT(cr_query_func);
+    SLOT(cr_accept_func);
+    SLOT(cr_reject_func);
+    SLOT(cr_handoff_func);
+    SLOT(evd_create_func);
+    SLOT(evd_query_func);
+    SLOT(evd_modify_cno_func);
+    SLOT(evd_enable_func);
+    SLOT(evd_disable_func);
+    SLOT(evd_wait_func);
+    SLOT(evd_resize_func);
+    SLOT(evd_post_se_func);
+    SLOT(evd_dequeue_func);
+    SLOT(evd_free_func);
+    SLOT(ep_create_func);
+    SLOT(ep_query_func);
+    SLOT(ep_modify_func);
+    SLOT(ep_connect_func);
+    SLOT(ep_dup_connect_func);
+    SLOT(ep_disconnect_func);
+    SLOT(ep_post_send_func);
+    SLOT(ep_post_recv_func);
+    SLOT(ep_post_rdma_read_func);
+    SLOT(ep_post_rdma_write_func);
+    SLOT(ep_get_status_func);
+    SLOT(ep_free_func);
+    SLOT(lmr_create_func);
+    SLOT(lmr_query_func);
+    SLOT(lmr_free_func);
+    SLOT(rmr_create_func);
+    SLOT(rmr_query_func);
+    SLOT(rmr_bind_func);
+    SLOT(rmr_free_func);
+    SLOT(psp_create_func);
+    SLOT(psp_query_func);
+    SLOT(psp_free_func);
+    SLOT(rsp_create_func);
+    SLOT(rsp_query_func);
+    SLOT(rsp_free_func);
+    SLOT(pz_create_func);
+    SLOT(pz_query_func);
+    SLOT(pz_free_func);
+    SLOT(psp_create_any_func);
+    SLOT(ep_reset_func);
+    SLOT(evd_set_unwaitable_func);
+    SLOT(evd_clear_unwaitable_func);
+    SLOT(lmr_sync_rdma_read_func);
+    SLOT(lmr_sync_rdma_write_func);
+    SLOT(ep_create_with_srq_func);
+    SLOT(ep_recv_query_func);
+    SLOT(ep_set_watermark_func);
+    SLOT(srq_create_func);
+    SLOT(srq_free_func);
+    SLOT(srq_post_recv_func);
+    SLOT(srq_query_func);
+    SLOT(srq_resize_func);
+    SLOT(srq_set_lw_func);
+    SLOT(csp_create_func);
+    SLOT(csp_query_func);
+    SLOT(csp_free_func);
+    SLOT(ep_common_connect_func);
+    SLOT(rmr_create_for_ep_func);
+    SLOT(ep_post_send_with_invalidate_func);
+    SLOT(ep_post_rdma_read_to_rmr_func);
+    SLOT(cno_fd_create_func);
+    SLOT(cno_trigger_func);
+    SLOT(ia_ha_related_func);
+    SLOT(handle_extendedop_func);
     // The few the registry tests need to behave like a provider.
     t.ia_open_func = ia_open;
     t.ia_close_func = ia_close;
@@ -194,8 +241,7 @@ DAT_RETURN pz_free(DAT_PZ_HANDLE pz)
 } // namespace
 
 #ifndef TEST_PROVIDER_OMIT_INIT
-EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params)
-{
+EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_params) {
     {
         std::lock_guard<std::mutex> lock(g_mu);
         ++g_counters.init_calls;
@@ -225,8 +271,7 @@ EXPORT void dat_provider_init(const DAT_PROVIDER_INFO *info, const char *ia_para
 #endif
 
 #ifndef TEST_PROVIDER_OMIT_FINI
-EXPORT void dat_provider_fini(const DAT_PROVIDER_INFO *info)
-{
+EXPORT void dat_provider_fini(const DAT_PROVIDER_INFO *info) {
     std::lock_guard<std::mutex> lock(g_mu);
     ++g_counters.fini_calls;
     for (auto it = g_registrations.begin(); it != g_registrations.end(); ++it) {

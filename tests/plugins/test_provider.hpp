@@ -7,10 +7,10 @@
 #include <cstring>
 
 struct TestProviderCall {
-    std::size_t slot_offset;        // offsetof(DAT_PROVIDER, <slot>)
-    const void *first;              // the handle the provider received
+    std::size_t slot_offset; // offsetof(DAT_PROVIDER, <slot>)
+    const void *first;       // the handle the provider received
     unsigned nargs;
-    unsigned char bytes[512];       // every argument, each padded to 8 bytes
+    unsigned char bytes[512]; // every argument, each padded to 8 bytes
     std::size_t len;
 };
 
@@ -24,9 +24,7 @@ struct TestProviderCounters {
 };
 
 // Packs arguments the way the provider records them.
-template <class... A>
-inline void test_provider_pack(TestProviderCall &c, const A &...args)
-{
+template <class... A> inline void test_provider_pack(TestProviderCall &c, const A &...args) {
     c.nargs = sizeof...(A);
     c.len = 0;
     auto one = [&c](const auto &a) {

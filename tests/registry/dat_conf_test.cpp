@@ -10,8 +10,7 @@ namespace {
 
 const char kGood[] = "ofa-v2-ib0 u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"ib0 0\" \"\"\n";
 
-TEST(DatConf, ParsesAnOfedRecord)
-{
+TEST(DatConf, ParsesAnOfedRecord) {
     auto r = parse_dat_conf(kGood, "f");
     ASSERT_TRUE(r.diagnostics.empty());
     ASSERT_EQ(r.entries.size(), 1u);
@@ -33,8 +32,7 @@ TEST(DatConf, ParsesAnOfedRecord)
     EXPECT_TRUE(e.loadable());
 }
 
-TEST(DatConf, CommentsBlankLinesAndLineNumbers)
-{
+TEST(DatConf, CommentsBlankLinesAndLineNumbers) {
     std::string text = "# header\n\n   \t\n";
     text += std::string("x u2.0 threadsafe default lib.so p.1.2 \"a\" \"b\" # trailing comment\n");
     auto r = parse_dat_conf(text, "f");
@@ -46,8 +44,7 @@ TEST(DatConf, CommentsBlankLinesAndLineNumbers)
     EXPECT_EQ(r.entries[0].provider_minor, 2u);
 }
 
-TEST(DatConf, HashInsideATokenOrQuotesIsText)
-{
+TEST(DatConf, HashInsideATokenOrQuotesIsText) {
     auto r = parse_dat_conf("a#b u2.0 threadsafe default lib.so p.1.2 \"x # y\" z\n", "f");
     ASSERT_TRUE(r.diagnostics.empty());
     ASSERT_EQ(r.entries.size(), 1u);
@@ -56,26 +53,26 @@ TEST(DatConf, HashInsideATokenOrQuotesIsText)
     EXPECT_EQ(r.entries[0].platform_params, "z");
 }
 
-TEST(DatConf, EscapesInsideQuotes)
-{
-    auto r = parse_dat_conf(R"(a u2.0 threadsafe default "/my libs/x.so" p.1.2 "say \"hi\" \\ ok" "")" "\n", "f");
+TEST(DatConf, EscapesInsideQuotes) {
+    auto r = parse_dat_conf(R"(a u2.0 threadsafe default "/my libs/x.so" p.1.2 "say \"hi\" \\ ok" "")"
+                            "\n",
+                            "f");
     ASSERT_TRUE(r.diagnostics.empty());
     ASSERT_EQ(r.entries.size(), 1u);
     EXPECT_EQ(r.entries[0].library, "/my libs/x.so");
     EXPECT_EQ(r.entries[0].ia_params, "say \"hi\" \\ ok");
 }
 
-TEST(DatConf, CrLfAndNoFinalNewline)
-{
-    auto r = parse_dat_conf("a u2.0 threadsafe default l.so p.1.2 \"\" \"\"\r\nb u2.0 threadsafe default l.so p.1.2 x y", "f");
+TEST(DatConf, CrLfAndNoFinalNewline) {
+    auto r = parse_dat_conf(
+        "a u2.0 threadsafe default l.so p.1.2 \"\" \"\"\r\nb u2.0 threadsafe default l.so p.1.2 x y", "f");
     ASSERT_TRUE(r.diagnostics.empty());
     ASSERT_EQ(r.entries.size(), 2u);
     EXPECT_EQ(r.entries[1].ia_name, "b");
     EXPECT_EQ(r.entries[1].line, 2u);
 }
 
-TEST(DatConf, ProviderIdMayContainDots)
-{
+TEST(DatConf, ProviderIdMayContainDots) {
     auto r = parse_dat_conf("a u2.0 threadsafe default l.so org.example.dapl.3.14 \"\" \"\"\n", "f");
     ASSERT_EQ(r.entries.size(), 1u);
     EXPECT_EQ(r.entries[0].provider_id, "org.example.dapl");
@@ -83,10 +80,10 @@ TEST(DatConf, ProviderIdMayContainDots)
     EXPECT_EQ(r.entries[0].provider_minor, 14u);
 }
 
-TEST(DatConf, NondefaultAndKernelEntriesAreParsedButNotLoadable)
-{
+TEST(DatConf, NondefaultAndKernelEntriesAreParsedButNotLoadable) {
     auto r = parse_dat_conf("a u2.0 threadsafe nondefault l.so p.1.2 \"\" \"\"\n"
-                            "b k2.0 threadsafe default l.so p.1.2 \"\" \"\"\n", "f");
+                            "b k2.0 threadsafe default l.so p.1.2 \"\" \"\"\n",
+                            "f");
     ASSERT_EQ(r.entries.size(), 2u);
     EXPECT_FALSE(r.entries[0].loadable());
     EXPECT_FALSE(r.entries[1].loadable());
@@ -101,8 +98,7 @@ struct BadLine {
 
 class DatConfBad : public testing::TestWithParam<BadLine> {};
 
-TEST_P(DatConfBad, IsSkippedWithFileLineFieldAndExpectation)
-{
+TEST_P(DatConfBad, IsSkippedWithFileLineFieldAndExpectation) {
     const BadLine &b = GetParam();
     std::string text = std::string("# first line\n") + b.text + "\n" + kGood;
     auto r = parse_dat_conf(text, "/etc/x.conf");
@@ -122,26 +118,24 @@ TEST_P(DatConfBad, IsSkippedWithFileLineFieldAndExpectation)
 
 INSTANTIATE_TEST_SUITE_P(
     Lines, DatConfBad,
-    testing::Values(
-        BadLine{"a u2.0 threadsafe", "default_section", "8 fields"},
-        BadLine{"a", "api_version", "8 fields"},
-        BadLine{"a u2.0 threadsafe default l.so p.1.2 x y extra", "", "after the 8th field"},
-        BadLine{"a 2.0 threadsafe default l.so p.1.2 x y", "api_version", "[u|k]MAJOR.MINOR"},
-        BadLine{"a ux.y threadsafe default l.so p.1.2 x y", "api_version", "u2.0"},
-        BadLine{"a u2 threadsafe default l.so p.1.2 x y", "api_version", "MAJOR.MINOR"},
-        BadLine{"a u2.0 safe default l.so p.1.2 x y", "thread_safety", "'threadsafe' or 'nonthreadsafe'"},
-        BadLine{"a u2.0 threadsafe yes l.so p.1.2 x y", "default_section", "'default' or 'nondefault'"},
-        BadLine{"a u2.0 threadsafe default \"\" p.1.2 x y", "library_path", "library"},
-        BadLine{"a u2.0 threadsafe default l.so dapl2.0 x y", "provider_version", "ID.MAJOR.MINOR"},
-        BadLine{"a u2.0 threadsafe default l.so .2.0 x y", "provider_version", "ID.MAJOR.MINOR"},
-        BadLine{"a u2.0 threadsafe default l.so p.x.0 x y", "provider_version", "ID.MAJOR.MINOR"},
-        BadLine{"\"\" u2.0 threadsafe default l.so p.1.2 x y", "ia_name", "non-empty"},
-        BadLine{"a u2.0 threadsafe default l.so p.1.2 \"unterminated y", "", "unterminated"},
-        BadLine{"a u2.0 threadsafe default l.so p.1.2 \"x\\", "", "backslash"},
-        BadLine{"a u99999999999.0 threadsafe default l.so p.1.2 x y", "api_version", "MAJOR.MINOR"}));
+    testing::Values(BadLine{"a u2.0 threadsafe", "default_section", "8 fields"},
+                    BadLine{"a", "api_version", "8 fields"},
+                    BadLine{"a u2.0 threadsafe default l.so p.1.2 x y extra", "", "after the 8th field"},
+                    BadLine{"a 2.0 threadsafe default l.so p.1.2 x y", "api_version", "[u|k]MAJOR.MINOR"},
+                    BadLine{"a ux.y threadsafe default l.so p.1.2 x y", "api_version", "u2.0"},
+                    BadLine{"a u2 threadsafe default l.so p.1.2 x y", "api_version", "MAJOR.MINOR"},
+                    BadLine{"a u2.0 safe default l.so p.1.2 x y", "thread_safety", "'threadsafe' or 'nonthreadsafe'"},
+                    BadLine{"a u2.0 threadsafe yes l.so p.1.2 x y", "default_section", "'default' or 'nondefault'"},
+                    BadLine{"a u2.0 threadsafe default \"\" p.1.2 x y", "library_path", "library"},
+                    BadLine{"a u2.0 threadsafe default l.so dapl2.0 x y", "provider_version", "ID.MAJOR.MINOR"},
+                    BadLine{"a u2.0 threadsafe default l.so .2.0 x y", "provider_version", "ID.MAJOR.MINOR"},
+                    BadLine{"a u2.0 threadsafe default l.so p.x.0 x y", "provider_version", "ID.MAJOR.MINOR"},
+                    BadLine{"\"\" u2.0 threadsafe default l.so p.1.2 x y", "ia_name", "non-empty"},
+                    BadLine{"a u2.0 threadsafe default l.so p.1.2 \"unterminated y", "", "unterminated"},
+                    BadLine{"a u2.0 threadsafe default l.so p.1.2 \"x\\", "", "backslash"},
+                    BadLine{"a u99999999999.0 threadsafe default l.so p.1.2 x y", "api_version", "MAJOR.MINOR"}));
 
-TEST(DatConf, OverlongNameIsRejected)
-{
+TEST(DatConf, OverlongNameIsRejected) {
     std::string name(256, 'n');
     auto r = parse_dat_conf(name + " u2.0 threadsafe default l.so p.1.2 x y\n", "f");
     ASSERT_EQ(r.diagnostics.size(), 1u);
@@ -152,8 +146,7 @@ TEST(DatConf, OverlongNameIsRejected)
     EXPECT_EQ(r.entries.size(), 1u);
 }
 
-TEST(DatConf, NulBytesAndBinaryGarbageNeverCrash)
-{
+TEST(DatConf, NulBytesAndBinaryGarbageNeverCrash) {
     std::string text("a u2.0 threadsafe default l.so p.1.2 x y\n", 41);
     text += std::string("b\0c u2.0 threadsafe default l.so p.1.2 x y\n", 43);
     auto r = parse_dat_conf(text, "f");

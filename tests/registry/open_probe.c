@@ -7,8 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int list(void)
-{
+static int list(void) {
     DAT_COUNT n = 0, got = 0, i;
     DAT_PROVIDER_INFO *infos, **ptrs;
     dat_registry_list_providers(0, &n, NULL);
@@ -26,15 +25,14 @@ static int list(void)
     }
     printf("providers: %d\n", (int)got);
     for (i = 0; i < got; i++)
-        printf("  %s %u.%u %s\n", infos[i].ia_name, infos[i].dapl_version_major,
-               infos[i].dapl_version_minor, infos[i].is_thread_safe ? "threadsafe" : "nonthreadsafe");
+        printf("  %s %u.%u %s\n", infos[i].ia_name, infos[i].dapl_version_major, infos[i].dapl_version_minor,
+               infos[i].is_thread_safe ? "threadsafe" : "nonthreadsafe");
     free(infos);
     free(ptrs);
     return 0;
 }
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
     DAT_IA_ATTR attr;

@@ -20,9 +20,8 @@
 
 namespace {
 
-DAT_RETURN open_ia(const char *name, DAT_IA_HANDLE *ia, DAT_BOOLEAN thread_safe = DAT_FALSE,
-                   DAT_UINT32 major = 2, DAT_UINT32 minor = 0)
-{
+DAT_RETURN open_ia(const char *name, DAT_IA_HANDLE *ia, DAT_BOOLEAN thread_safe = DAT_FALSE, DAT_UINT32 major = 2,
+                   DAT_UINT32 minor = 0) {
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
     return dat_ia_openv(const_cast<char *>(name), 8, &evd, ia, major, minor, thread_safe);
 }
@@ -32,9 +31,7 @@ const std::string kProviderPath = std::string(DAT2_TEST_LIB_DIR) + "/libdat2_tes
 // Looks a test-provider symbol up only while the registry has the library
 // loaded. dlsym(RTLD_DEFAULT) from the executable would make glibc pin the
 // library for good, and the tests check that it gets unloaded.
-template <class Fn>
-auto call_provider(const char *symbol) -> decltype(Fn()())
-{
+template <class Fn> auto call_provider(const char *symbol) -> decltype(Fn()()) {
     void *h = dlopen(kProviderPath.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (!h)
         return nullptr;
@@ -44,20 +41,13 @@ auto call_provider(const char *symbol) -> decltype(Fn()())
     return result;
 }
 
-const TestProviderCounters *counters()
-{
-    return call_provider<TestProviderCountersFn>("dat2_test_provider_counters");
-}
+const TestProviderCounters *counters() { return call_provider<TestProviderCountersFn>("dat2_test_provider_counters"); }
 
-const TestProviderCall *last_call()
-{
-    return call_provider<TestProviderLastCallFn>("dat2_test_provider_last_call");
-}
+const TestProviderCall *last_call() { return call_provider<TestProviderLastCallFn>("dat2_test_provider_last_call"); }
 
 // Registrations the test provider has made and not yet finalized: zero
 // once every IA is closed means init/fini paired up, nothing leaked.
-int live_registrations()
-{
+int live_registrations() {
     const TestProviderCounters *c = counters();
     return c ? c->live_registrations : 0;
 }
@@ -65,9 +55,7 @@ int live_registrations()
 DAT_UINT32 type_of(DAT_RETURN r) { return DAT_GET_TYPE(r); }
 DAT_UINT32 subtype_of(DAT_RETURN r) { return DAT_GET_SUBTYPE(r); }
 
-std::string captured_open_error(const char *name, DAT_RETURN *ret, DAT_BOOLEAN ts = DAT_FALSE,
-                                DAT_UINT32 major = 2)
-{
+std::string captured_open_error(const char *name, DAT_RETURN *ret, DAT_BOOLEAN ts = DAT_FALSE, DAT_UINT32 major = 2) {
     testing::internal::CaptureStderr();
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     *ret = open_ia(name, &ia, ts, major);
@@ -78,16 +66,14 @@ std::string captured_open_error(const char *name, DAT_RETURN *ret, DAT_BOOLEAN t
 }
 
 // Opens and closes `name`, then checks that the provider was finalized.
-void expect_open_close_finalizes(const char *name)
-{
+void expect_open_close_finalizes(const char *name) {
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia(name, &ia), DAT_SUCCESS) << name;
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS) << name;
     EXPECT_EQ(live_registrations(), 0) << name;
 }
 
-TEST(Registry, OpenQueryCloseInitializesAndFinalizes)
-{
+TEST(Registry, OpenQueryCloseInitializesAndFinalizes) {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
     // Consumers see small integers, as with OFED.
@@ -124,8 +110,7 @@ TEST(Registry, OpenQueryCloseInitializesAndFinalizes)
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
-TEST(Registry, ThreadSafeEntryServesNonThreadSafeConsumer)
-{
+TEST(Registry, ThreadSafeEntryServesNonThreadSafeConsumer) {
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia("test-ok", &ia, DAT_FALSE), DAT_SUCCESS);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
@@ -133,8 +118,7 @@ TEST(Registry, ThreadSafeEntryServesNonThreadSafeConsumer)
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
-TEST(Registry, NonThreadSafeEntryRefusesThreadSafeConsumerAndSaysWhy)
-{
+TEST(Registry, NonThreadSafeEntryRefusesThreadSafeConsumerAndSaysWhy) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-nts", &r, DAT_TRUE);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -143,8 +127,7 @@ TEST(Registry, NonThreadSafeEntryRefusesThreadSafeConsumerAndSaysWhy)
     EXPECT_NE(err.find("registry_test.conf:"), std::string::npos) << err;
 }
 
-TEST(Registry, UnknownNameSaysSoAndListsKnownNames)
-{
+TEST(Registry, UnknownNameSaysSoAndListsKnownNames) {
     DAT_RETURN r;
     std::string err = captured_open_error("no-such-ia", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -153,8 +136,7 @@ TEST(Registry, UnknownNameSaysSoAndListsKnownNames)
     EXPECT_NE(err.find("test-ok"), std::string::npos) << err;
 }
 
-TEST(Registry, MissingLibraryGivesTheLoaderError)
-{
+TEST(Registry, MissingLibraryGivesTheLoaderError) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-missing", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -162,8 +144,7 @@ TEST(Registry, MissingLibraryGivesTheLoaderError)
     EXPECT_NE(err.find("No such file"), std::string::npos) << err;
 }
 
-TEST(Registry, LibraryWithoutEntryPointsIsNamed)
-{
+TEST(Registry, LibraryWithoutEntryPointsIsNamed) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-noinit", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -173,8 +154,7 @@ TEST(Registry, LibraryWithoutEntryPointsIsNamed)
     EXPECT_NE(err.find("dat_provider_fini"), std::string::npos) << err;
 }
 
-TEST(Registry, VersionMismatchesGiveTheirSubtypes)
-{
+TEST(Registry, VersionMismatchesGiveTheirSubtypes) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-v1", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -187,8 +167,7 @@ TEST(Registry, VersionMismatchesGiveTheirSubtypes)
     EXPECT_EQ(subtype_of(r), DAT_MINOR_NOT_FOUND);
 }
 
-TEST(Registry, DisabledAndKernelEntriesAreNotLoaded)
-{
+TEST(Registry, DisabledAndKernelEntriesAreNotLoaded) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-disabled", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -198,8 +177,7 @@ TEST(Registry, DisabledAndKernelEntriesAreNotLoaded)
     EXPECT_NE(err.find("kernel"), std::string::npos) << err;
 }
 
-TEST(Registry, ProviderThatDoesNotRegisterIsReportedAndUnloaded)
-{
+TEST(Registry, ProviderThatDoesNotRegisterIsReportedAndUnloaded) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-noregister", &r);
     EXPECT_EQ(type_of(r), DAT_PROVIDER_NOT_FOUND);
@@ -207,8 +185,7 @@ TEST(Registry, ProviderThatDoesNotRegisterIsReportedAndUnloaded)
     EXPECT_EQ(live_registrations(), 0);
 }
 
-TEST(Registry, FailedProviderOpenReturnsItsErrorAndLeaksNoReference)
-{
+TEST(Registry, FailedProviderOpenReturnsItsErrorAndLeaksNoReference) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-openfail", &r);
     EXPECT_EQ(type_of(r), DAT_INSUFFICIENT_RESOURCES);
@@ -220,8 +197,7 @@ TEST(Registry, FailedProviderOpenReturnsItsErrorAndLeaksNoReference)
     EXPECT_EQ(type_of(r), DAT_INSUFFICIENT_RESOURCES);
 }
 
-TEST(Registry, ProviderThatStaysRegisteredAfterFiniIsDropped)
-{
+TEST(Registry, ProviderThatStaysRegisteredAfterFiniIsDropped) {
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia("test-noremove", &ia), DAT_SUCCESS);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
@@ -231,13 +207,9 @@ TEST(Registry, ProviderThatStaysRegisteredAfterFiniIsDropped)
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
-TEST(Registry, ProviderMayRegisterFromAnotherThreadDuringInit)
-{
-    expect_open_close_finalizes("test-threadreg");
-}
+TEST(Registry, ProviderMayRegisterFromAnotherThreadDuringInit) { expect_open_close_finalizes("test-threadreg"); }
 
-TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
-{
+TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState) {
     DAT_RETURN r;
     std::string err = captured_open_error("test-openthrow", &r);
     EXPECT_EQ(r, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
@@ -250,8 +222,7 @@ TEST(Registry, ProviderExceptionsBecomeErrorsAndLeaveNoState)
     expect_open_close_finalizes("test-ok");
 }
 
-TEST(Registry, FailOverChainUsesTheNextEntry)
-{
+TEST(Registry, FailOverChainUsesTheNextEntry) {
     DAT_IA_HANDLE ia;
     testing::internal::CaptureStderr();
     DAT_RETURN r = open_ia("test-chain", &ia);
@@ -260,15 +231,13 @@ TEST(Registry, FailOverChainUsesTheNextEntry)
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
-TEST(Registry, RoAwarePrefixIsStripped)
-{
+TEST(Registry, RoAwarePrefixIsStripped) {
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia("RO_AWARE_test-ok", &ia), DAT_SUCCESS);
     ASSERT_EQ(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS);
 }
 
-TEST(Registry, OpenRejectsBadArguments)
-{
+TEST(Registry, OpenRejectsBadArguments) {
     DAT_IA_HANDLE ia;
     DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
     EXPECT_EQ(dat_ia_openv(nullptr, 8, &evd, &ia, 2, 0, DAT_FALSE), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
@@ -283,9 +252,9 @@ TEST(Registry, OpenRejectsBadArguments)
               DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
 }
 
-TEST(Registry, CloseRejectsBadHandlesAndFlags)
-{
-    EXPECT_EQ(dat_ia_close(DAT_HANDLE_NULL, DAT_CLOSE_ABRUPT_FLAG), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
+TEST(Registry, CloseRejectsBadHandlesAndFlags) {
+    EXPECT_EQ(dat_ia_close(DAT_HANDLE_NULL, DAT_CLOSE_ABRUPT_FLAG),
+              DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
     EXPECT_EQ(dat_ia_close(reinterpret_cast<DAT_IA_HANDLE>(4000), DAT_CLOSE_ABRUPT_FLAG),
               DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
     int local = 0;
@@ -301,8 +270,7 @@ TEST(Registry, CloseRejectsBadHandlesAndFlags)
     EXPECT_EQ(dat_pz_create(ia, &pz), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
 }
 
-TEST(Registry, IaHandleTranslationWorksBothWays)
-{
+TEST(Registry, IaHandleTranslationWorksBothWays) {
     DAT_IA_HANDLE ia;
     ASSERT_EQ(open_ia("test-ok", &ia), DAT_SUCCESS);
     DAT_PZ_HANDLE pz = DAT_HANDLE_NULL;
@@ -324,8 +292,7 @@ TEST(Registry, IaHandleTranslationWorksBothWays)
     EXPECT_EQ(dats_get_ia_handle(ia, &back), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
 }
 
-TEST(Registry, ListProvidersCountsThenFills)
-{
+TEST(Registry, ListProvidersCountsThenFills) {
     DAT_COUNT n = -1;
     // Count-only call: the count comes back with DAT_INVALID_PARAMETER.
     EXPECT_EQ(dat_registry_list_providers(0, &n, nullptr), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
@@ -336,7 +303,8 @@ TEST(Registry, ListProvidersCountsThenFills)
     for (auto &i : infos)
         ptrs.push_back(&i);
     DAT_COUNT got = 0;
-    EXPECT_EQ(dat_registry_list_providers(n - 1, &got, ptrs.data()), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    EXPECT_EQ(dat_registry_list_providers(n - 1, &got, ptrs.data()),
+              DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
     EXPECT_EQ(got, n);
     ASSERT_EQ(dat_registry_list_providers(n, &got, ptrs.data()), DAT_SUCCESS);
     EXPECT_EQ(got, n);
@@ -362,8 +330,7 @@ struct DynIa {
     const DAT_PROVIDER *provider;
 };
 
-DAT_PROVIDER make_dynamic_provider()
-{
+DAT_PROVIDER make_dynamic_provider() {
     DAT_PROVIDER p;
     memset(&p, 0, sizeof p);
     p.device_name = "dynamic";
@@ -373,14 +340,12 @@ DAT_PROVIDER make_dynamic_provider()
 }
 DAT_PROVIDER g_dyn = make_dynamic_provider();
 DynIa g_dyn_ia{&g_dyn};
-DAT_RETURN dyn_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *ia)
-{
+DAT_RETURN dyn_open(const DAT_NAME_PTR, DAT_COUNT, DAT_EVD_HANDLE *, DAT_IA_HANDLE *ia) {
     *ia = &g_dyn_ia;
     return DAT_SUCCESS;
 }
 
-DAT_PROVIDER_INFO dyn_info(const char *name, DAT_BOOLEAN ts = DAT_TRUE)
-{
+DAT_PROVIDER_INFO dyn_info(const char *name, DAT_BOOLEAN ts = DAT_TRUE) {
     DAT_PROVIDER_INFO info;
     memset(&info, 0, sizeof info);
     strncpy(info.ia_name, name, DAT_NAME_MAX_LENGTH - 1);
@@ -390,8 +355,7 @@ DAT_PROVIDER_INFO dyn_info(const char *name, DAT_BOOLEAN ts = DAT_TRUE)
     return info;
 }
 
-TEST(DynamicRegistry, AddOpenRemoveFollowsTheManPages)
-{
+TEST(DynamicRegistry, AddOpenRemoveFollowsTheManPages) {
     DAT_PROVIDER_INFO info = dyn_info("dyn-1");
     ASSERT_EQ(dat_registry_add_provider(&g_dyn, &info), DAT_SUCCESS);
     EXPECT_EQ(dat_registry_add_provider(&g_dyn, &info), DAT_PROVIDER_ALREADY_REGISTERED);
@@ -409,8 +373,7 @@ TEST(DynamicRegistry, AddOpenRemoveFollowsTheManPages)
     EXPECT_NE(open_ia("dyn-1", &ia), DAT_SUCCESS);
 }
 
-TEST(DynamicRegistry, BadArgumentsAreRejected)
-{
+TEST(DynamicRegistry, BadArgumentsAreRejected) {
     DAT_PROVIDER_INFO info = dyn_info("dyn-2");
     EXPECT_EQ(dat_registry_add_provider(nullptr, &info), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
     EXPECT_EQ(dat_registry_add_provider(&g_dyn, nullptr), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
@@ -424,14 +387,16 @@ TEST(DynamicRegistry, BadArgumentsAreRejected)
     EXPECT_EQ(dat_registry_remove_provider(&g_dyn, &info), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2));
 }
 
-TEST(DynamicRegistry, ProvidersRelated)
-{
+TEST(DynamicRegistry, ProvidersRelated) {
     DAT_HA_RELATIONSHIP rel;
-    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-ok"), &rel), DAT_SUCCESS);
+    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-ok"), &rel),
+              DAT_SUCCESS);
     EXPECT_EQ(rel, DAT_HA_TRUE);
-    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-missing"), &rel), DAT_SUCCESS);
+    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-missing"), &rel),
+              DAT_SUCCESS);
     EXPECT_EQ(rel, DAT_HA_FALSE);
-    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-nts"), &rel), DAT_SUCCESS);
+    ASSERT_EQ(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("test-nts"), &rel),
+              DAT_SUCCESS);
     EXPECT_EQ(rel, DAT_HA_UNKNOWN);
     EXPECT_EQ(type_of(dat_registry_providers_related(const_cast<char *>("test-ok"), const_cast<char *>("nope"), &rel)),
               DAT_PROVIDER_NOT_FOUND);
@@ -445,8 +410,7 @@ TEST(DynamicRegistry, ProvidersRelated)
 
 class Dispatch : public testing::Test {
 protected:
-    void SetUp() override
-    {
+    void SetUp() override {
         ASSERT_EQ(open_ia("test-ok", &ia_), DAT_SUCCESS);
         ASSERT_EQ(dats_get_ia_handle(ia_, &provider_ia_), DAT_SUCCESS);
         object_.provider = *static_cast<const DAT_PROVIDER *const *>(provider_ia_);
@@ -455,9 +419,7 @@ protected:
     void TearDown() override { ASSERT_EQ(dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG), DAT_SUCCESS); }
 
     // Checks that the last provider call went to `slot` with exactly `args`.
-    template <class... A>
-    void expect_call(std::size_t slot, DAT_RETURN r, const A &...args)
-    {
+    template <class... A> void expect_call(std::size_t slot, DAT_RETURN r, const A &...args) {
         EXPECT_EQ(r, DAT_SUCCESS);
         const TestProviderCall *c = last_call();
         ASSERT_NE(c, nullptr);
@@ -479,8 +441,7 @@ protected:
 
 #define OFF(slot) offsetof(DAT_PROVIDER, slot)
 
-TEST_F(Dispatch, EveryCallReachesItsSlotWithItsArguments)
-{
+TEST_F(Dispatch, EveryCallReachesItsSlotWithItsArguments) {
     void *h = h_;
     DAT_IA_HANDLE pia = provider_ia_;
     int out_storage[64];
@@ -499,49 +460,82 @@ TEST_F(Dispatch, EveryCallReachesItsSlotWithItsArguments)
     expect_call(OFF(get_consumer_context_func), dat_get_consumer_context(h, (DAT_CONTEXT *)out), h, (DAT_CONTEXT *)out);
     expect_call(OFF(get_handle_type_func), dat_get_handle_type(h, (DAT_HANDLE_TYPE *)out), h, (DAT_HANDLE_TYPE *)out);
     // An IA handle given to a generic call is translated too.
-    expect_call(OFF(get_handle_type_func), dat_get_handle_type(ia_, (DAT_HANDLE_TYPE *)out), (void *)pia, (DAT_HANDLE_TYPE *)out);
+    expect_call(OFF(get_handle_type_func), dat_get_handle_type(ia_, (DAT_HANDLE_TYPE *)out), (void *)pia,
+                (DAT_HANDLE_TYPE *)out);
 
-    expect_call(OFF(cr_query_func), dat_cr_query(h, DAT_CR_FIELD_ALL, (DAT_CR_PARAM *)out), h, (DAT_CR_PARAM_MASK)DAT_CR_FIELD_ALL, (DAT_CR_PARAM *)out);
+    expect_call(OFF(cr_query_func), dat_cr_query(h, DAT_CR_FIELD_ALL, (DAT_CR_PARAM *)out), h,
+                (DAT_CR_PARAM_MASK)DAT_CR_FIELD_ALL, (DAT_CR_PARAM *)out);
     expect_call(OFF(cr_accept_func), dat_cr_accept(h, h, pds, pd), h, h, pds, pd);
     expect_call(OFF(cr_reject_func), dat_cr_reject(h, pds, pd), h, pds, pd);
     expect_call(OFF(cr_handoff_func), dat_cr_handoff(h, (DAT_CONN_QUAL)77), h, (DAT_CONN_QUAL)77);
 
-    expect_call(OFF(evd_create_func), dat_evd_create(ia_, 9, h, DAT_EVD_DTO_FLAG, (DAT_EVD_HANDLE *)out), (void *)pia, (DAT_COUNT)9, h, (DAT_EVD_FLAGS)DAT_EVD_DTO_FLAG, (DAT_EVD_HANDLE *)out);
+    expect_call(OFF(evd_create_func), dat_evd_create(ia_, 9, h, DAT_EVD_DTO_FLAG, (DAT_EVD_HANDLE *)out), (void *)pia,
+                (DAT_COUNT)9, h, (DAT_EVD_FLAGS)DAT_EVD_DTO_FLAG, (DAT_EVD_HANDLE *)out);
     expect_call(OFF(evd_resize_func), dat_evd_resize(h, 5), h, (DAT_COUNT)5);
     expect_call(OFF(evd_post_se_func), dat_evd_post_se(h, (DAT_EVENT *)out), h, (const DAT_EVENT *)out);
     expect_call(OFF(evd_dequeue_func), dat_evd_dequeue(h, (DAT_EVENT *)out), h, (DAT_EVENT *)out);
-    expect_call(OFF(evd_query_func), dat_evd_query(h, DAT_EVD_FIELD_ALL, (DAT_EVD_PARAM *)out), h, (DAT_EVD_PARAM_MASK)DAT_EVD_FIELD_ALL, (DAT_EVD_PARAM *)out);
+    expect_call(OFF(evd_query_func), dat_evd_query(h, DAT_EVD_FIELD_ALL, (DAT_EVD_PARAM *)out), h,
+                (DAT_EVD_PARAM_MASK)DAT_EVD_FIELD_ALL, (DAT_EVD_PARAM *)out);
     expect_call(OFF(evd_free_func), dat_evd_free(h), h);
     expect_call(OFF(evd_modify_cno_func), dat_evd_modify_cno(h, h), h, h);
     expect_call(OFF(evd_enable_func), dat_evd_enable(h), h);
     expect_call(OFF(evd_disable_func), dat_evd_disable(h), h);
-    expect_call(OFF(evd_wait_func), dat_evd_wait(h, 1234, 3, (DAT_EVENT *)out, &pds), h, (DAT_TIMEOUT)1234, (DAT_COUNT)3, (DAT_EVENT *)out, &pds);
+    expect_call(OFF(evd_wait_func), dat_evd_wait(h, 1234, 3, (DAT_EVENT *)out, &pds), h, (DAT_TIMEOUT)1234,
+                (DAT_COUNT)3, (DAT_EVENT *)out, &pds);
     expect_call(OFF(evd_set_unwaitable_func), dat_evd_set_unwaitable(h), h);
     expect_call(OFF(evd_clear_unwaitable_func), dat_evd_clear_unwaitable(h), h);
 
-    expect_call(OFF(cno_create_func), dat_cno_create(ia_, DAT_OS_WAIT_PROXY_AGENT_NULL, (DAT_CNO_HANDLE *)out), (void *)pia, DAT_OS_WAIT_PROXY_AGENT_NULL, (DAT_CNO_HANDLE *)out);
-    expect_call(OFF(cno_fd_create_func), dat_cno_fd_create(ia_, (DAT_FD *)out, (DAT_CNO_HANDLE *)out), (void *)pia, (DAT_FD *)out, (DAT_CNO_HANDLE *)out);
-    expect_call(OFF(cno_modify_agent_func), dat_cno_modify_agent(h, DAT_OS_WAIT_PROXY_AGENT_NULL), h, DAT_OS_WAIT_PROXY_AGENT_NULL);
-    expect_call(OFF(cno_query_func), dat_cno_query(h, DAT_CNO_FIELD_ALL, (DAT_CNO_PARAM *)out), h, (DAT_CNO_PARAM_MASK)DAT_CNO_FIELD_ALL, (DAT_CNO_PARAM *)out);
+    expect_call(OFF(cno_create_func), dat_cno_create(ia_, DAT_OS_WAIT_PROXY_AGENT_NULL, (DAT_CNO_HANDLE *)out),
+                (void *)pia, DAT_OS_WAIT_PROXY_AGENT_NULL, (DAT_CNO_HANDLE *)out);
+    expect_call(OFF(cno_fd_create_func), dat_cno_fd_create(ia_, (DAT_FD *)out, (DAT_CNO_HANDLE *)out), (void *)pia,
+                (DAT_FD *)out, (DAT_CNO_HANDLE *)out);
+    expect_call(OFF(cno_modify_agent_func), dat_cno_modify_agent(h, DAT_OS_WAIT_PROXY_AGENT_NULL), h,
+                DAT_OS_WAIT_PROXY_AGENT_NULL);
+    expect_call(OFF(cno_query_func), dat_cno_query(h, DAT_CNO_FIELD_ALL, (DAT_CNO_PARAM *)out), h,
+                (DAT_CNO_PARAM_MASK)DAT_CNO_FIELD_ALL, (DAT_CNO_PARAM *)out);
     expect_call(OFF(cno_free_func), dat_cno_free(h), h);
-    expect_call(OFF(cno_wait_func), dat_cno_wait(h, 55, (DAT_EVD_HANDLE *)out), h, (DAT_TIMEOUT)55, (DAT_EVD_HANDLE *)out);
+    expect_call(OFF(cno_wait_func), dat_cno_wait(h, 55, (DAT_EVD_HANDLE *)out), h, (DAT_TIMEOUT)55,
+                (DAT_EVD_HANDLE *)out);
     expect_call(OFF(cno_trigger_func), dat_cno_trigger(h, (DAT_EVD_HANDLE *)out), h, (DAT_EVD_HANDLE *)out);
 
-    expect_call(OFF(ep_create_func), dat_ep_create(ia_, h, h, h, h, (DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out), (void *)pia, h, h, h, h, (const DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out);
-    expect_call(OFF(ep_create_with_srq_func), dat_ep_create_with_srq(ia_, h, h, h, h, h, (DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out), (void *)pia, h, h, h, h, h, (const DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out);
-    expect_call(OFF(ep_query_func), dat_ep_query(h, DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out), h, (DAT_EP_PARAM_MASK)DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out);
-    expect_call(OFF(ep_modify_func), dat_ep_modify(h, DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out), h, (DAT_EP_PARAM_MASK)DAT_EP_FIELD_ALL, (const DAT_EP_PARAM *)out);
-    expect_call(OFF(ep_connect_func), dat_ep_connect(h, addr, 45248, 999, pds, pd, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), h, addr, (DAT_CONN_QUAL)45248, (DAT_TIMEOUT)999, pds, pd, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
-    expect_call(OFF(ep_dup_connect_func), dat_ep_dup_connect(h, h, 999, pds, pd, DAT_QOS_BEST_EFFORT), h, h, (DAT_TIMEOUT)999, pds, pd, DAT_QOS_BEST_EFFORT);
-    expect_call(OFF(ep_common_connect_func), dat_ep_common_connect(h, addr, 999, pds, pd), h, addr, (DAT_TIMEOUT)999, pds, pd);
+    expect_call(OFF(ep_create_func), dat_ep_create(ia_, h, h, h, h, (DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out),
+                (void *)pia, h, h, h, h, (const DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out);
+    expect_call(OFF(ep_create_with_srq_func),
+                dat_ep_create_with_srq(ia_, h, h, h, h, h, (DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out), (void *)pia, h, h,
+                h, h, h, (const DAT_EP_ATTR *)out, (DAT_EP_HANDLE *)out);
+    expect_call(OFF(ep_query_func), dat_ep_query(h, DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out), h,
+                (DAT_EP_PARAM_MASK)DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out);
+    expect_call(OFF(ep_modify_func), dat_ep_modify(h, DAT_EP_FIELD_ALL, (DAT_EP_PARAM *)out), h,
+                (DAT_EP_PARAM_MASK)DAT_EP_FIELD_ALL, (const DAT_EP_PARAM *)out);
+    expect_call(OFF(ep_connect_func),
+                dat_ep_connect(h, addr, 45248, 999, pds, pd, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG), h, addr,
+                (DAT_CONN_QUAL)45248, (DAT_TIMEOUT)999, pds, pd, DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG);
+    expect_call(OFF(ep_dup_connect_func), dat_ep_dup_connect(h, h, 999, pds, pd, DAT_QOS_BEST_EFFORT), h, h,
+                (DAT_TIMEOUT)999, pds, pd, DAT_QOS_BEST_EFFORT);
+    expect_call(OFF(ep_common_connect_func), dat_ep_common_connect(h, addr, 999, pds, pd), h, addr, (DAT_TIMEOUT)999,
+                pds, pd);
     expect_call(OFF(ep_disconnect_func), dat_ep_disconnect(h, DAT_CLOSE_GRACEFUL_FLAG), h, DAT_CLOSE_GRACEFUL_FLAG);
-    expect_call(OFF(ep_post_send_func), dat_ep_post_send(h, 2, iov, cookie, DAT_COMPLETION_SUPPRESS_FLAG), h, (DAT_COUNT)2, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_SUPPRESS_FLAG);
-    expect_call(OFF(ep_post_send_with_invalidate_func), dat_ep_post_send_with_invalidate(h, 2, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 0xabcd), h, (DAT_COUNT)2, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG, (DAT_BOOLEAN)DAT_TRUE, (DAT_RMR_CONTEXT)0xabcd);
-    expect_call(OFF(ep_post_recv_func), dat_ep_post_recv(h, 3, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), h, (DAT_COUNT)3, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
-    expect_call(OFF(ep_post_rdma_read_func), dat_ep_post_rdma_read(h, 1, iov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h, (DAT_COUNT)1, iov, cookie, (const DAT_RMR_TRIPLET *)riov, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
-    expect_call(OFF(ep_post_rdma_read_to_rmr_func), dat_ep_post_rdma_read_to_rmr(h, riov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h, (const DAT_RMR_TRIPLET *)riov, cookie, (const DAT_RMR_TRIPLET *)riov, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
-    expect_call(OFF(ep_post_rdma_write_func), dat_ep_post_rdma_write(h, 1, iov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h, (DAT_COUNT)1, iov, cookie, (const DAT_RMR_TRIPLET *)riov, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
-    expect_call(OFF(ep_get_status_func), dat_ep_get_status(h, (DAT_EP_STATE *)out, (DAT_BOOLEAN *)out, (DAT_BOOLEAN *)out), h, (DAT_EP_STATE *)out, (DAT_BOOLEAN *)out, (DAT_BOOLEAN *)out);
+    expect_call(OFF(ep_post_send_func), dat_ep_post_send(h, 2, iov, cookie, DAT_COMPLETION_SUPPRESS_FLAG), h,
+                (DAT_COUNT)2, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_SUPPRESS_FLAG);
+    expect_call(OFF(ep_post_send_with_invalidate_func),
+                dat_ep_post_send_with_invalidate(h, 2, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG, DAT_TRUE, 0xabcd), h,
+                (DAT_COUNT)2, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG, (DAT_BOOLEAN)DAT_TRUE,
+                (DAT_RMR_CONTEXT)0xabcd);
+    expect_call(OFF(ep_post_recv_func), dat_ep_post_recv(h, 3, iov, cookie, DAT_COMPLETION_DEFAULT_FLAG), h,
+                (DAT_COUNT)3, iov, cookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
+    expect_call(OFF(ep_post_rdma_read_func),
+                dat_ep_post_rdma_read(h, 1, iov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h, (DAT_COUNT)1, iov,
+                cookie, (const DAT_RMR_TRIPLET *)riov, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
+    expect_call(OFF(ep_post_rdma_read_to_rmr_func),
+                dat_ep_post_rdma_read_to_rmr(h, riov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h,
+                (const DAT_RMR_TRIPLET *)riov, cookie, (const DAT_RMR_TRIPLET *)riov,
+                (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
+    expect_call(OFF(ep_post_rdma_write_func),
+                dat_ep_post_rdma_write(h, 1, iov, cookie, riov, DAT_COMPLETION_DEFAULT_FLAG), h, (DAT_COUNT)1, iov,
+                cookie, (const DAT_RMR_TRIPLET *)riov, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG);
+    expect_call(OFF(ep_get_status_func),
+                dat_ep_get_status(h, (DAT_EP_STATE *)out, (DAT_BOOLEAN *)out, (DAT_BOOLEAN *)out), h,
+                (DAT_EP_STATE *)out, (DAT_BOOLEAN *)out, (DAT_BOOLEAN *)out);
     expect_call(OFF(ep_free_func), dat_ep_free(h), h);
     expect_call(OFF(ep_reset_func), dat_ep_reset(h), h);
     expect_call(OFF(ep_recv_query_func), dat_ep_recv_query(h, &pds, &pds), h, &pds, &pds);
@@ -549,40 +543,61 @@ TEST_F(Dispatch, EveryCallReachesItsSlotWithItsArguments)
 
     DAT_REGION_DESCRIPTION region;
     region.for_va = out;
-    expect_call(OFF(lmr_create_func), dat_lmr_create(ia_, DAT_MEM_TYPE_VIRTUAL, region, 4096, h, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, (DAT_LMR_HANDLE *)out, (DAT_LMR_CONTEXT *)out, (DAT_RMR_CONTEXT *)out, (DAT_VLEN *)out, (DAT_VADDR *)out),
-                (void *)pia, DAT_MEM_TYPE_VIRTUAL, region, (DAT_VLEN)4096, h, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA, (DAT_LMR_HANDLE *)out, (DAT_LMR_CONTEXT *)out, (DAT_RMR_CONTEXT *)out, (DAT_VLEN *)out, (DAT_VADDR *)out);
-    expect_call(OFF(lmr_query_func), dat_lmr_query(h, DAT_LMR_FIELD_ALL, (DAT_LMR_PARAM *)out), h, (DAT_LMR_PARAM_MASK)DAT_LMR_FIELD_ALL, (DAT_LMR_PARAM *)out);
+    expect_call(OFF(lmr_create_func),
+                dat_lmr_create(ia_, DAT_MEM_TYPE_VIRTUAL, region, 4096, h, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                               (DAT_LMR_HANDLE *)out, (DAT_LMR_CONTEXT *)out, (DAT_RMR_CONTEXT *)out, (DAT_VLEN *)out,
+                               (DAT_VADDR *)out),
+                (void *)pia, DAT_MEM_TYPE_VIRTUAL, region, (DAT_VLEN)4096, h, DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                (DAT_LMR_HANDLE *)out, (DAT_LMR_CONTEXT *)out, (DAT_RMR_CONTEXT *)out, (DAT_VLEN *)out,
+                (DAT_VADDR *)out);
+    expect_call(OFF(lmr_query_func), dat_lmr_query(h, DAT_LMR_FIELD_ALL, (DAT_LMR_PARAM *)out), h,
+                (DAT_LMR_PARAM_MASK)DAT_LMR_FIELD_ALL, (DAT_LMR_PARAM *)out);
     expect_call(OFF(lmr_free_func), dat_lmr_free(h), h);
-    expect_call(OFF(lmr_sync_rdma_read_func), dat_lmr_sync_rdma_read(ia_, iov, 2), (void *)pia, (const DAT_LMR_TRIPLET *)iov, (DAT_VLEN)2);
-    expect_call(OFF(lmr_sync_rdma_write_func), dat_lmr_sync_rdma_write(ia_, iov, 2), (void *)pia, (const DAT_LMR_TRIPLET *)iov, (DAT_VLEN)2);
+    expect_call(OFF(lmr_sync_rdma_read_func), dat_lmr_sync_rdma_read(ia_, iov, 2), (void *)pia,
+                (const DAT_LMR_TRIPLET *)iov, (DAT_VLEN)2);
+    expect_call(OFF(lmr_sync_rdma_write_func), dat_lmr_sync_rdma_write(ia_, iov, 2), (void *)pia,
+                (const DAT_LMR_TRIPLET *)iov, (DAT_VLEN)2);
     expect_call(OFF(rmr_create_func), dat_rmr_create(h, (DAT_RMR_HANDLE *)out), h, (DAT_RMR_HANDLE *)out);
     expect_call(OFF(rmr_create_for_ep_func), dat_rmr_create_for_ep(h, (DAT_RMR_HANDLE *)out), h, (DAT_RMR_HANDLE *)out);
-    expect_call(OFF(rmr_query_func), dat_rmr_query(h, DAT_RMR_FIELD_ALL, (DAT_RMR_PARAM *)out), h, (DAT_RMR_PARAM_MASK)DAT_RMR_FIELD_ALL, (DAT_RMR_PARAM *)out);
-    expect_call(OFF(rmr_bind_func), dat_rmr_bind(h, h, iov, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, h, rcookie, DAT_COMPLETION_DEFAULT_FLAG, (DAT_RMR_CONTEXT *)out),
-                h, h, (const DAT_LMR_TRIPLET *)iov, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, h, rcookie, (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG, (DAT_RMR_CONTEXT *)out);
+    expect_call(OFF(rmr_query_func), dat_rmr_query(h, DAT_RMR_FIELD_ALL, (DAT_RMR_PARAM *)out), h,
+                (DAT_RMR_PARAM_MASK)DAT_RMR_FIELD_ALL, (DAT_RMR_PARAM *)out);
+    expect_call(OFF(rmr_bind_func),
+                dat_rmr_bind(h, h, iov, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, h, rcookie,
+                             DAT_COMPLETION_DEFAULT_FLAG, (DAT_RMR_CONTEXT *)out),
+                h, h, (const DAT_LMR_TRIPLET *)iov, DAT_MEM_PRIV_REMOTE_READ_FLAG, DAT_VA_TYPE_VA, h, rcookie,
+                (DAT_COMPLETION_FLAGS)DAT_COMPLETION_DEFAULT_FLAG, (DAT_RMR_CONTEXT *)out);
     expect_call(OFF(rmr_free_func), dat_rmr_free(h), h);
 
-    expect_call(OFF(psp_create_func), dat_psp_create(ia_, 45248, h, DAT_PSP_CONSUMER_FLAG, (DAT_PSP_HANDLE *)out), (void *)pia, (DAT_CONN_QUAL)45248, h, DAT_PSP_CONSUMER_FLAG, (DAT_PSP_HANDLE *)out);
-    expect_call(OFF(psp_create_any_func), dat_psp_create_any(ia_, (DAT_CONN_QUAL *)out, h, DAT_PSP_PROVIDER_FLAG, (DAT_PSP_HANDLE *)out), (void *)pia, (DAT_CONN_QUAL *)out, h, DAT_PSP_PROVIDER_FLAG, (DAT_PSP_HANDLE *)out);
-    expect_call(OFF(psp_query_func), dat_psp_query(h, DAT_PSP_FIELD_ALL, (DAT_PSP_PARAM *)out), h, (DAT_PSP_PARAM_MASK)DAT_PSP_FIELD_ALL, (DAT_PSP_PARAM *)out);
+    expect_call(OFF(psp_create_func), dat_psp_create(ia_, 45248, h, DAT_PSP_CONSUMER_FLAG, (DAT_PSP_HANDLE *)out),
+                (void *)pia, (DAT_CONN_QUAL)45248, h, DAT_PSP_CONSUMER_FLAG, (DAT_PSP_HANDLE *)out);
+    expect_call(OFF(psp_create_any_func),
+                dat_psp_create_any(ia_, (DAT_CONN_QUAL *)out, h, DAT_PSP_PROVIDER_FLAG, (DAT_PSP_HANDLE *)out),
+                (void *)pia, (DAT_CONN_QUAL *)out, h, DAT_PSP_PROVIDER_FLAG, (DAT_PSP_HANDLE *)out);
+    expect_call(OFF(psp_query_func), dat_psp_query(h, DAT_PSP_FIELD_ALL, (DAT_PSP_PARAM *)out), h,
+                (DAT_PSP_PARAM_MASK)DAT_PSP_FIELD_ALL, (DAT_PSP_PARAM *)out);
     expect_call(OFF(psp_free_func), dat_psp_free(h), h);
-    expect_call(OFF(rsp_create_func), dat_rsp_create(ia_, 45249, h, h, (DAT_RSP_HANDLE *)out), (void *)pia, (DAT_CONN_QUAL)45249, h, h, (DAT_RSP_HANDLE *)out);
-    expect_call(OFF(rsp_query_func), dat_rsp_query(h, DAT_RSP_FIELD_ALL, (DAT_RSP_PARAM *)out), h, (DAT_RSP_PARAM_MASK)DAT_RSP_FIELD_ALL, (DAT_RSP_PARAM *)out);
+    expect_call(OFF(rsp_create_func), dat_rsp_create(ia_, 45249, h, h, (DAT_RSP_HANDLE *)out), (void *)pia,
+                (DAT_CONN_QUAL)45249, h, h, (DAT_RSP_HANDLE *)out);
+    expect_call(OFF(rsp_query_func), dat_rsp_query(h, DAT_RSP_FIELD_ALL, (DAT_RSP_PARAM *)out), h,
+                (DAT_RSP_PARAM_MASK)DAT_RSP_FIELD_ALL, (DAT_RSP_PARAM *)out);
     expect_call(OFF(rsp_free_func), dat_rsp_free(h), h);
-    expect_call(OFF(csp_create_func), dat_csp_create(ia_, (DAT_COMM *)out, addr, h, (DAT_CSP_HANDLE *)out), (void *)pia, (DAT_COMM *)out, addr, h, (DAT_CSP_HANDLE *)out);
-    expect_call(OFF(csp_query_func), dat_csp_query(h, DAT_CSP_FIELD_ALL, (DAT_CSP_PARAM *)out), h, (DAT_CSP_PARAM_MASK)DAT_CSP_FIELD_ALL, (DAT_CSP_PARAM *)out);
+    expect_call(OFF(csp_create_func), dat_csp_create(ia_, (DAT_COMM *)out, addr, h, (DAT_CSP_HANDLE *)out), (void *)pia,
+                (DAT_COMM *)out, addr, h, (DAT_CSP_HANDLE *)out);
+    expect_call(OFF(csp_query_func), dat_csp_query(h, DAT_CSP_FIELD_ALL, (DAT_CSP_PARAM *)out), h,
+                (DAT_CSP_PARAM_MASK)DAT_CSP_FIELD_ALL, (DAT_CSP_PARAM *)out);
     expect_call(OFF(csp_free_func), dat_csp_free(h), h);
 
-    expect_call(OFF(srq_create_func), dat_srq_create(ia_, h, (DAT_SRQ_ATTR *)out, (DAT_SRQ_HANDLE *)out), (void *)pia, h, (DAT_SRQ_ATTR *)out, (DAT_SRQ_HANDLE *)out);
+    expect_call(OFF(srq_create_func), dat_srq_create(ia_, h, (DAT_SRQ_ATTR *)out, (DAT_SRQ_HANDLE *)out), (void *)pia,
+                h, (DAT_SRQ_ATTR *)out, (DAT_SRQ_HANDLE *)out);
     expect_call(OFF(srq_free_func), dat_srq_free(h), h);
     expect_call(OFF(srq_post_recv_func), dat_srq_post_recv(h, 2, iov, cookie), h, (DAT_COUNT)2, iov, cookie);
-    expect_call(OFF(srq_query_func), dat_srq_query(h, DAT_SRQ_FIELD_ALL, (DAT_SRQ_PARAM *)out), h, (DAT_SRQ_PARAM_MASK)DAT_SRQ_FIELD_ALL, (DAT_SRQ_PARAM *)out);
+    expect_call(OFF(srq_query_func), dat_srq_query(h, DAT_SRQ_FIELD_ALL, (DAT_SRQ_PARAM *)out), h,
+                (DAT_SRQ_PARAM_MASK)DAT_SRQ_FIELD_ALL, (DAT_SRQ_PARAM *)out);
     expect_call(OFF(srq_resize_func), dat_srq_resize(h, 64), h, (DAT_COUNT)64);
     expect_call(OFF(srq_set_lw_func), dat_srq_set_lw(h, 4), h, (DAT_COUNT)4);
 }
 
-TEST_F(Dispatch, ExtensionOpForwardsItsVariableArguments)
-{
+TEST_F(Dispatch, ExtensionOpForwardsItsVariableArguments) {
     ASSERT_EQ(dat_extension_op(h_, 42, 7, 8), DAT_SUCCESS);
     const TestProviderCall *c = last_call();
     EXPECT_EQ(c->slot_offset, OFF(handle_extendedop_func));
@@ -592,8 +607,7 @@ TEST_F(Dispatch, ExtensionOpForwardsItsVariableArguments)
 
 // dat_ib_open_query / dat_ib_close_query: an extension opened by IA name
 // holds the provider until its close op, as with OFED.
-TEST_F(Dispatch, ExtensionOpenByNameHoldsTheProviderUntilClose)
-{
+TEST_F(Dispatch, ExtensionOpenByNameHoldsTheProviderUntilClose) {
     const char *name = "test-ok";
     DAT_HANDLE query = nullptr;
     ASSERT_EQ(dat_extension_op(nullptr, DAT_OPEN_EXTENSION_BASE, name, &query), DAT_SUCCESS);
@@ -617,8 +631,7 @@ TEST_F(Dispatch, ExtensionOpenByNameHoldsTheProviderUntilClose)
 
 // A close op with no open op before it must not take the reference an open
 // IA holds (else the provider would be finalized under the IA).
-TEST_F(Dispatch, ExtensionCloseWithoutOpenIsRefused)
-{
+TEST_F(Dispatch, ExtensionCloseWithoutOpenIsRefused) {
     int finis = counters()->fini_calls;
     EXPECT_EQ(dat_extension_op(h_, DAT_CLOSE_EXTENSION_BASE), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
     EXPECT_EQ(counters()->fini_calls, finis);
@@ -629,15 +642,15 @@ TEST_F(Dispatch, ExtensionCloseWithoutOpenIsRefused)
 
 // Every call that takes a handle refuses NULL and small garbage with the
 // man page's DAT_INVALID_HANDLE, before touching memory.
-TEST(HandleChecks, NullAndSmallHandlesAreRejected)
-{
+TEST(HandleChecks, NullAndSmallHandlesAreRejected) {
     DAT_EVENT ev;
     DAT_COUNT n;
     DAT_DTO_COOKIE cookie;
     cookie.as_64 = 0;
     for (std::uintptr_t v : {std::uintptr_t(0), std::uintptr_t(3), std::uintptr_t(4095)}) {
         void *h = reinterpret_cast<void *>(v);
-        EXPECT_EQ(dat_ep_post_send(h, 0, nullptr, cookie, DAT_COMPLETION_DEFAULT_FLAG), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
+        EXPECT_EQ(dat_ep_post_send(h, 0, nullptr, cookie, DAT_COMPLETION_DEFAULT_FLAG),
+                  DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
         EXPECT_EQ(dat_evd_dequeue(h, &ev), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST));
         EXPECT_EQ(dat_evd_wait(h, 0, 1, &ev, &n), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_REQUEST));
         EXPECT_EQ(dat_lmr_free(h), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_LMR));
@@ -650,21 +663,20 @@ TEST(HandleChecks, NullAndSmallHandlesAreRejected)
         EXPECT_EQ(dat_cno_free(h), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CNO));
         EXPECT_EQ(dat_cr_reject(h, 0, nullptr), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR));
         EXPECT_EQ(dat_ep_free(h), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
-        EXPECT_EQ(dat_ia_query(h, nullptr, 0, nullptr, 0, nullptr), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
+        EXPECT_EQ(dat_ia_query(h, nullptr, 0, nullptr, 0, nullptr),
+                  DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_IA));
         EXPECT_EQ(dat_get_handle_type(h, nullptr), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
         EXPECT_EQ(dat_extension_op(h, 1), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
     }
 }
 
-TEST(HandleChecks, ObjectWithoutProviderIsRejected)
-{
+TEST(HandleChecks, ObjectWithoutProviderIsRejected) {
     void *zero[4] = {nullptr, nullptr, nullptr, nullptr};
     EXPECT_EQ(dat_ep_free(zero), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP));
     EXPECT_EQ(dat_get_handle_type(zero, nullptr), DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1));
 }
 
-TEST(HandleChecks, EmptyProviderSlotIsNotImplementedNotACrash)
-{
+TEST(HandleChecks, EmptyProviderSlotIsNotImplementedNotACrash) {
     static DAT_PROVIDER table = make_dynamic_provider(); // only ia_open/ia_close
     DAT_PROVIDER_INFO info = dyn_info("dyn-empty-slots");
     ASSERT_EQ(dat_registry_add_provider(&table, &info), DAT_SUCCESS);
@@ -678,8 +690,7 @@ TEST(HandleChecks, EmptyProviderSlotIsNotImplementedNotACrash)
 
 // A handle that points at readable memory which is not a DAT object (its
 // first word is no registered provider table) is refused, not called through.
-TEST(HandleChecks, MappedGarbageIsRejected)
-{
+TEST(HandleChecks, MappedGarbageIsRejected) {
     std::uintptr_t garbage[8];
     for (auto &g : garbage)
         g = reinterpret_cast<std::uintptr_t>(&garbage[1]);
@@ -691,8 +702,7 @@ TEST(HandleChecks, MappedGarbageIsRejected)
 
 // Opens and closes from several threads at once: no lost or doubled
 // references (run under TSan in CI).
-TEST(Concurrency, ParallelOpenCloseKeepsReferencesRight)
-{
+TEST(Concurrency, ParallelOpenCloseKeepsReferencesRight) {
     std::atomic<int> failures{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
@@ -719,8 +729,7 @@ TEST(Concurrency, ParallelOpenCloseKeepsReferencesRight)
 
 } // namespace
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     // Before the first DAT call: libdat2 reads its dat.conf once.
     setenv("DAT_OVERRIDE", DAT2_TEST_CONF, 1);
     testing::InitGoogleTest(&argc, argv);

@@ -17,16 +17,14 @@ using datperf::Clock;
 using datperf::SampleClock;
 using datperf::us_between;
 
-void spin_for_us(double us)
-{
+void spin_for_us(double us) {
     const auto start = Clock::now();
     while (us_between(start, Clock::now()) < us) {
     }
 }
 
 // |ticks converted - wall| / wall over a 30 ms span, the best of five.
-double best_relative_error(const SampleClock &clock)
-{
+double best_relative_error(const SampleClock &clock) {
     const SampleClock::Mark cal = clock.mark();
     spin_for_us(20000);
     const double us_per_tick = clock.us_per_tick(cal);
@@ -44,8 +42,7 @@ double best_relative_error(const SampleClock &clock)
 }
 
 // choose(mode): the clock it says, named in its description, converting right.
-void expect_chosen(const char *mode, bool tsc, const char *description_start)
-{
+void expect_chosen(const char *mode, bool tsc, const char *description_start) {
     SampleClock clock;
     std::string error;
     ASSERT_TRUE(clock.choose(mode, &error)) << error;

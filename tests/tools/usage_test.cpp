@@ -18,8 +18,7 @@
 
 namespace {
 
-TEST(UsageTest, CountsEveryDescriptorOpenedAndClosed)
-{
+TEST(UsageTest, CountsEveryDescriptorOpenedAndClosed) {
     const long before = datperf::open_fds();
     ASSERT_GT(before, 0);
     int p[2];
@@ -30,8 +29,7 @@ TEST(UsageTest, CountsEveryDescriptorOpenedAndClosed)
     EXPECT_EQ(datperf::open_fds(), before);
 }
 
-TEST(UsageTest, ResidentMemoryGrowsWithTouchedPages)
-{
+TEST(UsageTest, ResidentMemoryGrowsWithTouchedPages) {
     const double before = datperf::rss_kib();
     ASSERT_GT(before, 0);
     constexpr std::size_t kBytes = 64 << 20;
@@ -45,8 +43,7 @@ TEST(UsageTest, ResidentMemoryGrowsWithTouchedPages)
     std::free(const_cast<char *>(block));
 }
 
-TEST(UsageTest, ChargesCpuToTheThreadThatSpinsAndNotToTheProcessAsleep)
-{
+TEST(UsageTest, ChargesCpuToTheThreadThatSpinsAndNotToTheProcessAsleep) {
     std::atomic<pid_t> spinner_tid{0};
     std::atomic<bool> stop{false};
     std::thread spinner([&] {
@@ -80,8 +77,7 @@ TEST(UsageTest, ChargesCpuToTheThreadThatSpinsAndNotToTheProcessAsleep)
     EXPECT_LT(quiet1.process_pct_since(quiet0), 5.0);
 }
 
-TEST(UsageTest, ReadsThisThreadsCpuTime)
-{
+TEST(UsageTest, ReadsThisThreadsCpuTime) {
     const auto tid = static_cast<pid_t>(syscall(SYS_gettid));
     const double t0 = datperf::thread_cpu_seconds(tid);
     ASSERT_GE(t0, 0);

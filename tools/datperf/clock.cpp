@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace datperf {
 
 // ---- sample clock ----------------------------------------------------------------------
@@ -24,8 +23,7 @@ namespace datperf {
 namespace {
 
 // The mean cost of one steady_clock::now(), in nanoseconds.
-double clock_cost_ns()
-{
+double clock_cost_ns() {
     constexpr int kCalls = 256;
     const auto t0 = Clock::now();
     for (int i = 0; i < kCalls - 2; ++i)
@@ -36,8 +34,7 @@ double clock_cost_ns()
 
 } // namespace
 
-bool SampleClock::choose(const std::string &choice, [[maybe_unused]] std::string *error)
-{
+bool SampleClock::choose(const std::string &choice, [[maybe_unused]] std::string *error) {
     const double cost_ns = clock_cost_ns();
     bool want_tsc = choice == "tsc" || (choice == "auto" && cost_ns > 150);
 #if !defined(__x86_64__)
@@ -55,8 +52,7 @@ bool SampleClock::choose(const std::string &choice, [[maybe_unused]] std::string
     return true;
 }
 
-double SampleClock::us_per_tick(const Mark &since) const
-{
+double SampleClock::us_per_tick(const Mark &since) const {
     const Mark end = mark();
     if (!tsc_)
         return 1e-3; // nanosecond stamps
@@ -65,8 +61,7 @@ double SampleClock::us_per_tick(const Mark &since) const
     return us_between(since.wall, end.wall) / static_cast<double>(end.stamp - since.stamp);
 }
 
-SampleClock &sample_clock()
-{
+SampleClock &sample_clock() {
     static SampleClock clock;
     return clock;
 }

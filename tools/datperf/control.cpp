@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace datperf {
 
 // ---- control messages --------------------------------------------------------------------
@@ -26,8 +25,7 @@ namespace {
 constexpr std::size_t kSlotSize = 256;
 static_assert(sizeof(CtrlMsg) <= kSlotSize, "a control message fits one slot");
 
-const char *msg_name(Msg m)
-{
+const char *msg_name(Msg m) {
     switch (m) {
     case Msg::Hello: return "Hello";
     case Msg::Run: return "Run";
@@ -39,16 +37,14 @@ const char *msg_name(Msg m)
     return "an unknown message";
 }
 
-DAT_TIMEOUT dat_timeout(double seconds)
-{
+DAT_TIMEOUT dat_timeout(double seconds) {
     double us = seconds * 1e6;
     return us >= static_cast<double>(UINT32_MAX - 1) ? DAT_TIMEOUT_INFINITE : static_cast<DAT_TIMEOUT>(us);
 }
 
 } // namespace
 
-CtrlMsg ctrl_message(Msg type)
-{
+CtrlMsg ctrl_message(Msg type) {
     CtrlMsg m;
     std::memset(&m, 0, sizeof m);
     m.magic = kCtrlMagic;
@@ -56,8 +52,7 @@ CtrlMsg ctrl_message(Msg type)
     return m;
 }
 
-CtrlMsg run_message(const Phase &ph)
-{
+CtrlMsg run_message(const Phase &ph) {
     CtrlMsg m = ctrl_message(Msg::Run);
     m.workload = ph.workload;
     m.completion = ph.completion;
@@ -70,8 +65,7 @@ CtrlMsg run_message(const Phase &ph)
     return m;
 }
 
-Phase phase_of(const CtrlMsg &m)
-{
+Phase phase_of(const CtrlMsg &m) {
     Phase ph;
     ph.workload = m.workload;
     ph.completion = m.completion == Completion::Wait ? Completion::Wait : Completion::Poll;
@@ -84,31 +78,27 @@ Phase phase_of(const CtrlMsg &m)
     return ph;
 }
 
-void Control::create(Ia &ia, DAT_EVD_HANDLE conn_evd, double timeout_s)
-{
+void Control::create(Ia &ia, DAT_EVD_HANDLE conn_evd, double timeout_s) {
     timeout_s_ = timeout_s;
     mem_.create(ia, (kSlots + 1) * kSlotSize, "control messages");
     dat_check(dat_evd_create(ia.get(), 2 * kSlots + 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd_.out()),
               "dat_evd_create");
     DAT_EP_ATTR attr = endpoint_attr(ia, kSlotSize, kSlots, 4, 0);
-    dat_check(dat_ep_create(ia.get(), ia.pz(), evd_.get(), evd_.get(), conn_evd, &attr, ep_.out()),
-              "dat_ep_create");
+    dat_check(dat_ep_create(ia.get(), ia.pz(), evd_.get(), evd_.get(), conn_evd, &attr, ep_.out()), "dat_ep_create");
     // Receives may be posted before the connection: the peer's first
     // message always finds one.
     for (int slot = 0; slot < kSlots; ++slot)
         post_recv(slot);
 }
 
-void Control::post_recv(int slot)
-{
+void Control::post_recv(int slot) {
     DAT_LMR_TRIPLET iov = mem_.iov(static_cast<std::size_t>(slot) * kSlotSize, kSlotSize);
     DAT_DTO_COOKIE c;
     c.as_64 = static_cast<DAT_UINT64>(slot);
     dat_check(dat_ep_post_recv(ep_.get(), 1, &iov, c, DAT_COMPLETION_DEFAULT_FLAG), "dat_ep_post_recv");
 }
 
-void Control::send(const CtrlMsg &m, Events &ev)
-{
+void Control::send(const CtrlMsg &m, Events &ev) {
     std::memcpy(mem_.data() + kSlots * kSlotSize, &m, sizeof m);
     DAT_LMR_TRIPLET iov = mem_.iov(kSlots * kSlotSize, sizeof m);
     DAT_DTO_COOKIE c;
@@ -119,8 +109,7 @@ void Control::send(const CtrlMsg &m, Events &ev)
         pump(ev, "the completion of a control message", timeout_s_);
 }
 
-void Control::pump(Events &ev, const char *waiting_for, double timeout_s)
-{
+void Control::pump(Events &ev, const char *waiting_for, double timeout_s) {
     DAT_EVENT e;
     ev.next_waiting(evd_.get(), &e, waiting_for, timeout_s);
     if (e.event_number != DAT_DTO_COMPLETION_EVENT)
@@ -143,8 +132,7 @@ void Control::pump(Events &ev, const char *waiting_for, double timeout_s)
     post_recv(slot);
 }
 
-CtrlMsg Control::receive(Events &ev, Msg expect, const char *waiting_for, double timeout_s)
-{
+CtrlMsg Control::receive(Events &ev, Msg expect, const char *waiting_for, double timeout_s) {
     if (timeout_s < 0)
         timeout_s = timeout_s_;
     while (received_.empty())
@@ -158,8 +146,7 @@ CtrlMsg Control::receive(Events &ev, Msg expect, const char *waiting_for, double
 
 // ---- connections ----------------------------------------------------------------------------
 
-DAT_EP_ATTR endpoint_attr(const Ia &ia, std::uint64_t max_size, int recv_dtos, int request_dtos, int rdma_reads)
-{
+DAT_EP_ATTR endpoint_attr(const Ia &ia, std::uint64_t max_size, int recv_dtos, int request_dtos, int rdma_reads) {
     const DAT_IA_ATTR &a = ia.attr();
     auto lim = [](DAT_COUNT want, DAT_COUNT max) { return max > 0 ? std::min(want, max) : want; };
     auto lim_len = [](std::uint64_t want, std::uint64_t max) {
@@ -187,8 +174,7 @@ DAT_EP_ATTR endpoint_attr(const Ia &ia, std::uint64_t max_size, int recv_dtos, i
 
 namespace {
 
-const char *role_name(ConnRole r)
-{
+const char *role_name(ConnRole r) {
     switch (r) {
     case ConnRole::Control: return "control";
     case ConnRole::Data: return "data";
@@ -201,8 +187,7 @@ const char *role_name(ConnRole r)
 } // namespace
 
 void connect_endpoint(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL qual, ConnRole role,
-                      DAT_EVD_HANDLE conn_evd, Events &ev, double timeout_s)
-{
+                      DAT_EVD_HANDLE conn_evd, Events &ev, double timeout_s) {
     ConnTag tag{kCtrlMagic, role};
     const std::string where = sockaddr_text(addr) + " port " + std::to_string(qual);
     DAT_RETURN r = dat_ep_connect(ep, addr, qual, dat_timeout(timeout_s), sizeof tag, &tag, DAT_QOS_BEST_EFFORT,
@@ -215,8 +200,7 @@ void connect_endpoint(DAT_EP_HANDLE ep, DAT_IA_ADDRESS_PTR addr, DAT_CONN_QUAL q
         throw Error(std::string("the ") + role_name(role) + " connection to " + where + " failed: " + event_text(e));
 }
 
-DAT_CR_HANDLE request_of(const DAT_EVENT &e, ConnRole role)
-{
+DAT_CR_HANDLE request_of(const DAT_EVENT &e, ConnRole role) {
     if (e.event_number != DAT_CONNECTION_REQUEST_EVENT)
         throw Error("expected a connection request, got " + event_text(e));
     DAT_CR_HANDLE cr = e.event_data.cr_arrival_event_data.cr_handle;
@@ -235,15 +219,13 @@ DAT_CR_HANDLE request_of(const DAT_EVENT &e, ConnRole role)
     return cr;
 }
 
-void wait_request(DAT_EVD_HANDLE cr_evd, ConnRole role, Events &ev, double timeout_s, DAT_CR_HANDLE *cr_out)
-{
+void wait_request(DAT_EVD_HANDLE cr_evd, ConnRole role, Events &ev, double timeout_s, DAT_CR_HANDLE *cr_out) {
     DAT_EVENT e;
     ev.next_waiting(cr_evd, &e, "a connection request", timeout_s);
     *cr_out = request_of(e, role);
 }
 
-void accept_request(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE conn_evd, Events &ev, double timeout_s)
-{
+void accept_request(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep, DAT_EVD_HANDLE conn_evd, Events &ev, double timeout_s) {
     dat_check(dat_cr_accept(cr, ep, 0, nullptr), "dat_cr_accept");
     DAT_EVENT e;
     ev.next_waiting(conn_evd, &e, "the accepted connection to be established", timeout_s);

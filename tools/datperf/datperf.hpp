@@ -48,32 +48,32 @@ constexpr long kMaxPairs = 10000; // scale: pairs at most (conn-rate: endpoints)
 enum class Role { Loopback, Server, Client };
 
 struct Options {
-    std::vector<Workload> workloads;      // in the order given; pingpong by default
-    std::vector<std::uint64_t> sizes;     // ascending, no duplicates
-    long iters = -1;                      // -1: per size, see default_iters()
-    long warmup = -1;                     // -1: a tenth of the iterations (at most 100)
-    int window = 64;                      // outstanding operations of the streaming workloads
-    int endpoints = 100;                  // conn-rate
-    std::vector<std::uint64_t> pairs;     // scale: pair counts, ascending (default 128..4096, doubling)
-    double idle_s = 3;                    // scale: how long both processes sleep at each count
-    bool scale_self = false;              // scale --self: both ends of every pair in the client process
-    bool sizes_given = false;             // --sizes or --sweep
-    bool completion_forced = false;       // --poll or --wait given
+    std::vector<Workload> workloads;  // in the order given; pingpong by default
+    std::vector<std::uint64_t> sizes; // ascending, no duplicates
+    long iters = -1;                  // -1: per size, see default_iters()
+    long warmup = -1;                 // -1: a tenth of the iterations (at most 100)
+    int window = 64;                  // outstanding operations of the streaming workloads
+    int endpoints = 100;              // conn-rate
+    std::vector<std::uint64_t> pairs; // scale: pair counts, ascending (default 128..4096, doubling)
+    double idle_s = 3;                // scale: how long both processes sleep at each count
+    bool scale_self = false;          // scale --self: both ends of every pair in the client process
+    bool sizes_given = false;         // --sizes or --sweep
+    bool completion_forced = false;   // --poll or --wait given
     Completion completion = Completion::Poll;
-    std::string provider;                 // IA name; empty: the registry's first entry
+    std::string provider; // IA name; empty: the registry's first entry
     Role role = Role::Loopback;
-    std::string host;                     // --connect
-    long port = -1;                       // connection qualifier; -1: any (loopback) or kDefaultPort
+    std::string host; // --connect
+    long port = -1;   // connection qualifier; -1: any (loopback) or kDefaultPort
     int runs = 1;
-    std::vector<std::string> compare;     // peer names
+    std::vector<std::string> compare; // peer names
     int peer_repeats = 3;
-    std::string peer_provider;            // libfabric provider for fi_* peers; empty: from the IA
-    std::string peer_device;              // RDMA device of the perftest peers; empty: theirs
-    int peer_gid = -1;                    // GID index of the perftest peers; -1: theirs
-    bool json = false, csv = false;       // on stdout instead of the table
+    std::string peer_provider;      // libfabric provider for fi_* peers; empty: from the IA
+    std::string peer_device;        // RDMA device of the perftest peers; empty: theirs
+    int peer_gid = -1;              // GID index of the perftest peers; -1: theirs
+    bool json = false, csv = false; // on stdout instead of the table
     std::string json_path, csv_path, plot_path;
-    int progress = -1;                    // -1: when stderr is a terminal
-    double timeout_s = 30;                // longest wait for one event before giving up
+    int progress = -1;     // -1: when stderr is a terminal
+    double timeout_s = 30; // longest wait for one event before giving up
     // --pin: CPUs of the server and the client (one-command mode; the peers
     // of --compare too), or of this process (--server, --connect); -1: unpinned.
     int server_cpu = -1, client_cpu = -1;
@@ -119,8 +119,7 @@ struct Error : std::runtime_error {
 std::string dat_text(DAT_RETURN r); // "DAT_INVALID_PARAMETER DAT_INVALID_ARG2"
 // Throws Error("CALL: TEXT (CONTEXT)").
 [[noreturn]] void dat_fail(DAT_RETURN r, const char *call, const std::string &context = std::string());
-inline void dat_check(DAT_RETURN r, const char *call)
-{
+inline void dat_check(DAT_RETURN r, const char *call) {
     if (__builtin_expect(r != DAT_SUCCESS, 0))
         dat_fail(r, call);
 }
@@ -218,9 +217,9 @@ struct PeerPoint {
     std::uint64_t size = 0;
     std::uint64_t iters = 0;
     bool ok = false;
-    double median_us = 0;             // median over repeats of the peer's own figure
+    double median_us = 0; // median over repeats of the peer's own figure
     double mb_s = 0;
-    std::vector<double> samples;      // one per repeat: latency (us) or MB/s
+    std::vector<double> samples; // one per repeat: latency (us) or MB/s
     std::string error;
 };
 
@@ -230,7 +229,7 @@ struct PeerResult {
     std::string figure;  // what the peer's number is, for the report
     std::string command; // one example command line
     std::vector<PeerPoint> points;
-    std::string error;   // the peer could not run at all
+    std::string error; // the peer could not run at all
 };
 
 } // namespace datperf

@@ -16,13 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace datperf {
 
 // ---- errors -------------------------------------------------------------------
 
-std::string dat_text(DAT_RETURN r)
-{
+std::string dat_text(DAT_RETURN r) {
     const char *major = nullptr, *minor = nullptr;
     if (dat_strerror(r, &major, &minor) != DAT_SUCCESS || !major) {
         char buf[32];
@@ -35,28 +33,32 @@ std::string dat_text(DAT_RETURN r)
     return s;
 }
 
-void dat_fail(DAT_RETURN r, const char *call, const std::string &context)
-{
+void dat_fail(DAT_RETURN r, const char *call, const std::string &context) {
     std::string msg = std::string(call) + ": " + dat_text(r);
     if (!context.empty())
         msg += " (" + context + ")";
     throw Error(msg);
 }
 
-std::string dto_status_text(DAT_DTO_COMPLETION_STATUS s)
-{
-    static const char *const names[] = {
-        "DAT_DTO_SUCCESS",           "DAT_DTO_ERR_FLUSHED",           "DAT_DTO_ERR_LOCAL_LENGTH",
-        "DAT_DTO_ERR_LOCAL_EP",      "DAT_DTO_ERR_LOCAL_PROTECTION",  "DAT_DTO_ERR_BAD_RESPONSE",
-        "DAT_DTO_ERR_REMOTE_ACCESS", "DAT_DTO_ERR_REMOTE_RESPONDER",  "DAT_DTO_ERR_TRANSPORT",
-        "DAT_DTO_ERR_RECEIVER_NOT_READY", "DAT_DTO_ERR_PARTIAL_PACKET", "DAT_RMR_OPERATION_FAILED",
-        "DAT_DTO_ERR_LOCAL_MM_ERROR"};
+std::string dto_status_text(DAT_DTO_COMPLETION_STATUS s) {
+    static const char *const names[] = {"DAT_DTO_SUCCESS",
+                                        "DAT_DTO_ERR_FLUSHED",
+                                        "DAT_DTO_ERR_LOCAL_LENGTH",
+                                        "DAT_DTO_ERR_LOCAL_EP",
+                                        "DAT_DTO_ERR_LOCAL_PROTECTION",
+                                        "DAT_DTO_ERR_BAD_RESPONSE",
+                                        "DAT_DTO_ERR_REMOTE_ACCESS",
+                                        "DAT_DTO_ERR_REMOTE_RESPONDER",
+                                        "DAT_DTO_ERR_TRANSPORT",
+                                        "DAT_DTO_ERR_RECEIVER_NOT_READY",
+                                        "DAT_DTO_ERR_PARTIAL_PACKET",
+                                        "DAT_RMR_OPERATION_FAILED",
+                                        "DAT_DTO_ERR_LOCAL_MM_ERROR"};
     auto i = static_cast<unsigned>(s);
     return i < sizeof names / sizeof names[0] ? names[i] : "DTO status " + std::to_string(i);
 }
 
-std::string event_text(const DAT_EVENT &ev)
-{
+std::string event_text(const DAT_EVENT &ev) {
     switch (ev.event_number) {
     case DAT_DTO_COMPLETION_EVENT: {
         const auto &d = ev.event_data.dto_completion_event_data;
@@ -84,8 +86,7 @@ std::string event_text(const DAT_EVENT &ev)
 
 // ---- registry ---------------------------------------------------------------------
 
-std::vector<std::string> registry_names()
-{
+std::vector<std::string> registry_names() {
     constexpr DAT_COUNT kMax = 256;
     std::vector<DAT_PROVIDER_INFO> infos(kMax);
     std::vector<DAT_PROVIDER_INFO *> ptrs(kMax);
@@ -102,8 +103,7 @@ std::vector<std::string> registry_names()
     return names;
 }
 
-std::string names_text(const std::vector<std::string> &names)
-{
+std::string names_text(const std::vector<std::string> &names) {
     constexpr std::size_t kShown = 8;
     std::string out;
     for (std::size_t i = 0; i < names.size() && i < kShown; ++i)
@@ -115,8 +115,7 @@ std::string names_text(const std::vector<std::string> &names)
 
 // ---- the IA -------------------------------------------------------------------------
 
-std::string sockaddr_text(const sockaddr *sa)
-{
+std::string sockaddr_text(const sockaddr *sa) {
     char buf[INET6_ADDRSTRLEN] = "";
     if (!sa)
         return "(none)";
@@ -129,15 +128,13 @@ std::string sockaddr_text(const sockaddr *sa)
     return buf;
 }
 
-Ia::~Ia()
-{
+Ia::~Ia() {
     pz_.reset();
     if (ia_ != DAT_HANDLE_NULL && dat_ia_close(ia_, DAT_CLOSE_GRACEFUL_FLAG) != DAT_SUCCESS)
         dat_ia_close(ia_, DAT_CLOSE_ABRUPT_FLAG);
 }
 
-void Ia::open(const std::string &name)
-{
+void Ia::open(const std::string &name) {
     name_ = name;
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     async_evd_ = DAT_HANDLE_NULL;
@@ -160,8 +157,7 @@ void Ia::open(const std::string &name)
     dat_check(dat_pz_create(ia_, pz_.out()), "dat_pz_create");
 }
 
-std::string Ia::vendor() const
-{
+std::string Ia::vendor() const {
     return std::string(attr_.vendor_name, strnlen(attr_.vendor_name, sizeof attr_.vendor_name));
 }
 
@@ -169,14 +165,12 @@ std::string Ia::address_text() const { return sockaddr_text(reinterpret_cast<con
 
 // ---- registered memory ----------------------------------------------------------------
 
-Memory::~Memory()
-{
+Memory::~Memory() {
     lmr_.reset();
     std::free(data_);
 }
 
-void Memory::create(Ia &ia, std::size_t len, const char *what)
-{
+void Memory::create(Ia &ia, std::size_t len, const char *what) {
     void *p = nullptr;
     if (posix_memalign(&p, 4096, len) != 0)
         throw Error(std::string("out of memory for ") + what + " (" + std::to_string(len) + " bytes)");
@@ -187,17 +181,16 @@ void Memory::create(Ia &ia, std::size_t len, const char *what)
     region.for_va = data_;
     DAT_VLEN registered_size = 0;
     DAT_VADDR registered_address = 0;
-    DAT_RETURN r = dat_lmr_create(ia.get(), DAT_MEM_TYPE_VIRTUAL, region, len_, ia.pz(), DAT_MEM_PRIV_ALL_FLAG,
-                                  DAT_VA_TYPE_VA, lmr_.out(), &lmr_context_, &rmr_context_, &registered_size,
-                                  &registered_address);
+    DAT_RETURN r =
+        dat_lmr_create(ia.get(), DAT_MEM_TYPE_VIRTUAL, region, len_, ia.pz(), DAT_MEM_PRIV_ALL_FLAG, DAT_VA_TYPE_VA,
+                       lmr_.out(), &lmr_context_, &rmr_context_, &registered_size, &registered_address);
     if (r != DAT_SUCCESS)
         dat_fail(r, "dat_lmr_create", std::string(what) + ", " + std::to_string(len_) + " bytes");
 }
 
 // ---- events ---------------------------------------------------------------------------
 
-void Events::check_deadline(Spin &s, const char *waiting_for)
-{
+void Events::check_deadline(Spin &s, const char *waiting_for) {
     const auto now = Clock::now();
     if (s.since == Clock::time_point{}) {
         s.since = now; // the first check starts the clock
@@ -210,8 +203,7 @@ void Events::check_deadline(Spin &s, const char *waiting_for)
     }
 }
 
-void Events::next_slow(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, DAT_RETURN r)
-{
+void Events::next_slow(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, DAT_RETURN r) {
     Spin spin_state;
     for (;;) {
         if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY)
@@ -223,8 +215,7 @@ void Events::next_slow(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_fo
     }
 }
 
-void Events::next_waiting(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, double timeout_s)
-{
+void Events::next_waiting(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for, double timeout_s) {
     const auto since = Clock::now();
     for (;;) {
         DAT_COUNT nmore = 0;

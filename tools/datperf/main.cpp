@@ -43,22 +43,19 @@ struct Reported {};
 // The client child streams its results, one tab-separated line per record:
 // "info" once connected, "test" as each workload starts, "point" after each
 // size (then it waits for a byte on the go pipe before the next), "end".
-void write_info(std::FILE *out, const SessionInfo &i)
-{
+void write_info(std::FILE *out, const SessionInfo &i) {
     std::fprintf(out, "info\t%s\t%s\t%s\t%s\t%s\n", i.ia_name.c_str(), i.vendor.c_str(), i.ia_address.c_str(),
                  i.server_address.c_str(), i.timer.c_str());
     std::fflush(out);
 }
 
-void write_test(std::FILE *out, const TestResult &t)
-{
+void write_test(std::FILE *out, const TestResult &t) {
     std::fprintf(out, "test\t%u\t%d\t%d\n", static_cast<unsigned>(t.workload), t.completion == Completion::Wait,
                  t.window);
     std::fflush(out);
 }
 
-void write_point(std::FILE *out, const Point &p)
-{
+void write_point(std::FILE *out, const Point &p) {
     std::fprintf(out, "point\t%llu\t%llu\t%d\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\t%.17g\n",
                  static_cast<unsigned long long>(p.size), static_cast<unsigned long long>(p.iters),
                  p.has_latency ? 1 : 0, p.median_us, p.p99_us, p.min_us, p.max_us, p.avg_us, p.mb_s, p.msg_s,
@@ -67,8 +64,7 @@ void write_point(std::FILE *out, const Point &p)
 }
 
 // A list of threads as "tid,main,pct,name;..." ("-": none).
-std::string threads_text(const std::vector<ThreadCpu> &threads)
-{
+std::string threads_text(const std::vector<ThreadCpu> &threads) {
     std::string out;
     for (const auto &t : threads) {
         std::string name = t.name;
@@ -84,8 +80,7 @@ std::string threads_text(const std::vector<ThreadCpu> &threads)
 
 // The scale workload's rows, one line each: "scale", every figure of
 // scale_fields() (nan: not measured), then each side's threads.
-void write_scale(std::FILE *out, const std::vector<ScaleRow> &rows)
-{
+void write_scale(std::FILE *out, const std::vector<ScaleRow> &rows) {
     for (const auto &row : rows) {
         std::fprintf(out, "scale");
         for (const auto &f : scale_fields())
@@ -96,8 +91,7 @@ void write_scale(std::FILE *out, const std::vector<ScaleRow> &rows)
     std::fflush(out);
 }
 
-std::vector<std::string> fields(const std::string &line)
-{
+std::vector<std::string> fields(const std::string &line) {
     std::vector<std::string> out;
     std::size_t start = 0;
     for (;;) {
@@ -109,8 +103,7 @@ std::vector<std::string> fields(const std::string &line)
     }
 }
 
-std::vector<ThreadCpu> threads_of_text(const std::string &text)
-{
+std::vector<ThreadCpu> threads_of_text(const std::string &text) {
     std::vector<ThreadCpu> out;
     if (text == "-")
         return out;
@@ -136,8 +129,7 @@ std::vector<ThreadCpu> threads_of_text(const std::string &text)
 
 // One line of the stream into *r; the point it adds, if any, in *added.
 // False at "end".
-bool read_line(const std::string &line, SessionResults *r, const Point **added)
-{
+bool read_line(const std::string &line, SessionResults *r, const Point **added) {
     *added = nullptr;
     auto f = fields(line);
     if (f[0] == "info" && f.size() == 6) {
@@ -176,8 +168,7 @@ bool read_line(const std::string &line, SessionResults *r, const Point **added)
 // The libfabric provider an fi_* peer should use: --peer-provider, else
 // what the IA's vendor name says ("libfabric tcp", "libfabric shm rdm"),
 // else tcp.
-std::string peer_provider(const Options &opt, const SessionInfo &info)
-{
+std::string peer_provider(const Options &opt, const SessionInfo &info) {
     if (!opt.peer_provider.empty())
         return opt.peer_provider;
     const std::string prefix = "libfabric ";
@@ -190,8 +181,7 @@ std::string peer_provider(const Options &opt, const SessionInfo &info)
 
 // Its endpoint type: rdm where the vendor name says so (the plugin's RDM
 // transport: "libfabric shm rdm"), else msg.
-std::string peer_endpoint(const SessionInfo &info)
-{
+std::string peer_endpoint(const SessionInfo &info) {
     const std::string suffix = " rdm";
     return info.vendor.size() > suffix.size() &&
                    info.vendor.compare(info.vendor.size() - suffix.size(), suffix.size(), suffix) == 0
@@ -208,17 +198,16 @@ struct Peers {
     std::map<Workload, std::vector<PeerResult>> results;
 
     explicit Peers(const Options &o) : opt(o) {}
-    bool any_for(Workload w) const
-    {
+    bool any_for(Workload w) const {
         return std::any_of(list.begin(), list.end(), [&](const auto &p) { return p->counterpart_of(w); });
     }
-    void run_at(const SessionInfo &session, Workload w, std::uint64_t size)
-    {
+    void run_at(const SessionInfo &session, Workload w, std::uint64_t size) {
         auto &mine = results[w];
         for (const auto &peer : list) {
             if (!peer->counterpart_of(w))
                 continue;
-            auto it = std::find_if(mine.begin(), mine.end(), [&](const PeerResult &r) { return r.peer == peer->name(); });
+            auto it =
+                std::find_if(mine.begin(), mine.end(), [&](const PeerResult &r) { return r.peer == peer->name(); });
             if (it == mine.end()) {
                 mine.emplace_back();
                 it = mine.end() - 1;
@@ -248,8 +237,7 @@ struct Peers {
 // ---- child processes --------------------------------------------------------------------------
 
 // pin_to_cpu, saying why on stderr when it cannot.
-bool pin_or_say(int cpu)
-{
+bool pin_or_say(int cpu) {
     std::string error;
     if (pin_to_cpu(cpu, &error))
         return true;
@@ -259,9 +247,7 @@ bool pin_or_say(int cpu)
 
 // Forks a child that runs `body` and exits with its result; the child dies
 // with us.
-template <typename Body>
-pid_t fork_child(Body body)
-{
+template <typename Body> pid_t fork_child(Body body) {
     std::fflush(stdout);
     std::fflush(stderr);
     const pid_t parent = getpid();
@@ -280,8 +266,7 @@ pid_t fork_child(Body body)
 }
 
 // waitpid with a deadline; true when it exited (status in *status).
-bool wait_child(pid_t pid, double timeout_s, int *status)
-{
+bool wait_child(pid_t pid, double timeout_s, int *status) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
@@ -294,8 +279,7 @@ bool wait_child(pid_t pid, double timeout_s, int *status)
 }
 
 // Waits `grace_s` for the child, then stops it. True when it ended on its own.
-bool end_child(pid_t pid, double grace_s, int *status)
-{
+bool end_child(pid_t pid, double grace_s, int *status) {
     if (wait_child(pid, grace_s, status))
         return true;
     kill(pid, SIGTERM);
@@ -308,9 +292,7 @@ bool end_child(pid_t pid, double grace_s, int *status)
 
 // Reads `fd` line by line, handing each to `on_line` (false: stop), until
 // EOF or until `give_up` says so (checked every 200 ms).
-template <typename OnLine, typename GiveUp>
-void read_lines(int fd, OnLine on_line, GiveUp give_up)
-{
+template <typename OnLine, typename GiveUp> void read_lines(int fd, OnLine on_line, GiveUp give_up) {
     std::string pending;
     char buf[4096];
     for (;;) {
@@ -339,8 +321,7 @@ void read_lines(int fd, OnLine on_line, GiveUp give_up)
     }
 }
 
-void close_all(std::initializer_list<int> fds)
-{
+void close_all(std::initializer_list<int> fds) {
     for (int fd : fds)
         close(fd);
 }
@@ -349,8 +330,7 @@ void close_all(std::initializer_list<int> fds)
 // a client child that connects to the IA's own address and streams its
 // figures back. After each size the peers of that workload run, then the
 // client goes on (a byte on the go pipe).
-SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peers &peers)
-{
+SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peers &peers) {
     int ready[2], results[2], go[2];
     if (pipe2(ready, O_CLOEXEC) != 0 || pipe2(results, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0)
         throw Error(std::string("pipe: ") + std::strerror(errno));
@@ -463,8 +443,7 @@ SessionResults loopback_run(const Options &opt, const std::string &ia_name, Peer
     return r;
 }
 
-bool write_file(const std::string &path, const Report &r, void (*writer)(std::FILE *, const Report &))
-{
+bool write_file(const std::string &path, const Report &r, void (*writer)(std::FILE *, const Report &)) {
     std::FILE *f = std::fopen(path.c_str(), "w");
     if (!f) {
         std::fprintf(stderr, "datperf: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
@@ -474,8 +453,7 @@ bool write_file(const std::string &path, const Report &r, void (*writer)(std::FI
     return std::fclose(f) == 0;
 }
 
-int run(const Options &opt)
-{
+int run(const Options &opt) {
     // Every pair of the scale workload holds descriptors (a socket per
     // endpoint on tcp); the children inherit the raised limit. A server
     // does not know what its client will run: it raises it anyway.
@@ -516,8 +494,8 @@ int run(const Options &opt)
             std::fprintf(stderr, "datperf: unknown peer '%s' (peers: %s)\n", name.c_str(), known.c_str());
             return 2;
         }
-        bool used = std::any_of(opt.workloads.begin(), opt.workloads.end(),
-                                [&](Workload w) { return p->counterpart_of(w); });
+        bool used =
+            std::any_of(opt.workloads.begin(), opt.workloads.end(), [&](Workload w) { return p->counterpart_of(w); });
         if (!used)
             std::fprintf(stderr, "datperf: %s has no counterpart among the workloads asked for; not run\n",
                          name.c_str());
@@ -585,8 +563,7 @@ int run(const Options &opt)
 } // namespace
 } // namespace datperf
 
-int main(int argc, char **argv)
-{
+int main(int argc, char **argv) {
     using namespace datperf;
     Options opt;
     int code = 0;

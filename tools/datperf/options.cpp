@@ -15,8 +15,7 @@
 
 namespace datperf {
 
-const std::vector<WorkloadInfo> &workloads()
-{
+const std::vector<WorkloadInfo> &workloads() {
     static const std::vector<WorkloadInfo> table = {
         {Workload::PingPong, "pingpong", "send/recv ping-pong", true, true},
         {Workload::WriteLat, "write-lat", "RDMA-write ping-pong, polling the last byte of the buffer", true, true},
@@ -25,22 +24,20 @@ const std::vector<WorkloadInfo> &workloads()
         {Workload::SendBw, "send", "send/recv streaming bandwidth", false, true},
         {Workload::ConnRate, "conn-rate", "connection establishment rate", false, false},
         {Workload::Scale, "scale", "costs against the number of connected pairs", false, false},
-        {Workload::Ring, "ring", "RDMA writes into a ring the target polls, credits back by RDMA write (MPI eager RDMA)",
-         false, true},
+        {Workload::Ring, "ring",
+         "RDMA writes into a ring the target polls, credits back by RDMA write (MPI eager RDMA)", false, true},
     };
     return table;
 }
 
-const WorkloadInfo &info(Workload w)
-{
+const WorkloadInfo &info(Workload w) {
     for (const auto &i : workloads())
         if (i.id == w)
             return i;
     return workloads().front();
 }
 
-const WorkloadInfo *find_workload(const std::string &name)
-{
+const WorkloadInfo *find_workload(const std::string &name) {
     for (const auto &i : workloads())
         if (name == i.name)
             return &i;
@@ -49,8 +46,7 @@ const WorkloadInfo *find_workload(const std::string &name)
 
 const char *completion_name(Completion c) { return c == Completion::Poll ? "poll" : "wait"; }
 
-bool cpu_usable(int cpu, std::string *error)
-{
+bool cpu_usable(int cpu, std::string *error) {
     cpu_set_t allowed;
     if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0 ||
         !CPU_ISSET(cpu, &allowed)) {
@@ -60,8 +56,7 @@ bool cpu_usable(int cpu, std::string *error)
     return true;
 }
 
-bool pin_to_cpu(int cpu, std::string *error)
-{
+bool pin_to_cpu(int cpu, std::string *error) {
     if (cpu < 0)
         return true;
     cpu_set_t set;
@@ -74,8 +69,7 @@ bool pin_to_cpu(int cpu, std::string *error)
     return true;
 }
 
-bool parse_size(const std::string &text, std::uint64_t *out)
-{
+bool parse_size(const std::string &text, std::uint64_t *out) {
     if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])))
         return false;
     errno = 0;
@@ -102,8 +96,7 @@ bool parse_size(const std::string &text, std::uint64_t *out)
     return true;
 }
 
-std::string size_text(std::uint64_t bytes)
-{
+std::string size_text(std::uint64_t bytes) {
     static const char *const units[] = {"", "k", "m", "g"};
     unsigned u = 0;
     while (u < 3 && bytes >= 1024 && bytes % 1024 == 0) {
@@ -113,115 +106,113 @@ std::string size_text(std::uint64_t bytes)
     return std::to_string(bytes) + units[u];
 }
 
-void usage(std::FILE *out)
-{
+void usage(std::FILE *out) {
     std::fprintf(out,
-        "usage: datperf [options] [WORKLOAD[,WORKLOAD...]]\n"
-        "  Measures a DAT provider through the public DAT API only (any libdat2.so.2:\n"
-        "  ours or OFED's). By default the server runs in a child process and the\n"
-        "  client connects to the address the IA reports (dat_ia_query).\n"
-        "\n"
-        "workloads:\n"
-        "  pingpong            send/recv ping-pong (the default)\n"
-        "  write-lat           RDMA-write ping-pong; each side polls the last byte of its\n"
-        "                      buffer (like dtest -W and ib_write_lat)\n"
-        "  write, read, send   streaming bandwidth with --window operations outstanding\n"
-        "  conn-rate           connections per second for --endpoints endpoints\n"
-        "  scale               N pairs connected in batches over one PSP, one connection\n"
-        "                      EVD and one DTO EVD per side (--pairs): at each count the\n"
-        "                      per-pair setup time of the batch, both processes' CPU\n"
-        "                      while asleep (--idle), fds and RSS per pair, the ping-pong\n"
-        "                      of the data connection among them (smallest --sizes, else\n"
-        "                      64 B; --iters); then per-pair teardown time by batch, and\n"
-        "                      the fds and RSS after. Raises RLIMIT_NOFILE to the hard limit\n"
-        "  ring                RDMA writes into a ring of --window slots that the target\n"
-        "                      polls (each slot's last byte), slots handed back by RDMA\n"
-        "                      write; both sides dequeue one shared EVD between looks at\n"
-        "                      memory (MPI's eager RDMA path); messages per second\n"
-        "  Latency is one-way: round trip / 2, in microseconds (us). MB/s is 10^6 bytes\n"
-        "  per second; for the ping-pongs it is size / one-way latency.\n"
-        "\n"
-        "sizes and counts:\n"
-        "  --sizes LIST        message sizes, e.g. 1,64,4k,64k,1m (1 B to 4 MiB;\n"
-        "                      default 1,64,4k,64k,1m)\n"
-        "  --sweep MIN:MAX     powers of two from MIN to MAX, e.g. 1:4m\n"
-        "  -n, --iters N       measured iterations per size (default: 1000 up to 64 KiB,\n"
-        "                      then 64 MiB worth, at least 50; streaming: 256 MiB worth\n"
-        "                      within 200..10000)\n"
-        "  --warmup N          unmeasured iterations before them (default: a tenth, at\n"
-        "                      most 100)\n"
-        "  --window N          outstanding operations of write/read/send, slots of ring,\n"
-        "                      outstanding connects of conn-rate (default 64; clamped to\n"
-        "                      the IA's limits)\n"
-        "  --endpoints N       endpoints of conn-rate (default 100)\n"
-        "  --pairs LIST        pair counts of scale, ascending: e.g. 128,256,1024 or\n"
-        "                      MIN:MAX, doubling (default 128:4096)\n"
-        "  --idle SEC          scale: how long both processes sleep at each count while\n"
-        "                      their CPU time is measured (default 3; 0: not measured)\n"
-        "  --self              scale: both ends of every pair in the client process,\n"
-        "                      connected to itself through a PSP of its own (one\n"
-        "                      connection EVD for requests and connections); the server\n"
-        "                      holds only the data connection\n"
-        "  --poll              completions by dat_evd_dequeue busy-polling (default of\n"
-        "                      pingpong and write-lat)\n"
-        "  --wait              completions by dat_evd_wait (default of the others;\n"
-        "                      write-lat always polls memory and refuses it)\n"
-        "  --runs N            the whole measurement N times (default 1); the table shows\n"
-        "                      the median over runs (minimum of minimums)\n"
-        "\n"
-        "provider and hosts:\n"
-        "  -P, --provider IA   dat.conf entry to use (default: the first entry\n"
-        "                      dat_registry_list_providers returns, else ofi-tcp)\n"
-        "  --server            serve one client on --port and exit (two hosts)\n"
-        "  --connect HOST      the client, against a datperf --server on HOST\n"
-        "  --port N            connection qualifier (default %ld with --server and\n"
-        "                      --connect; in one-command mode any free one)\n"
-        "  --timeout SEC       give up when nothing happens for SEC seconds (default 30)\n"
-        "  --pin S,C           run the server on CPU S and the client on CPU C, the peers\n"
-        "                      of --compare too (two busy pollers on two CPUs, as\n"
-        "                      perftest is usually run); with --server or --connect:\n"
-        "                      --pin N, this process on CPU N\n"
-        "  --timer T           the client's sample clock: clock (clock_gettime), tsc\n"
-        "                      (x86 rdtsc, its rate measured over each size), auto\n"
-        "                      (default: tsc where clock_gettime costs over 150 ns a\n"
-        "                      call, as in an emulated VM; the heading says which)\n"
-        "\n"
-        "outputs:\n"
-        "  --json[=FILE]       JSON; on stdout instead of the table, or into FILE\n"
-        "  --csv[=FILE]        CSV; on stdout instead of the table, or into FILE\n"
-        "  --plot FILE.png     latency and bandwidth against size (gnuplot), one line per\n"
-        "                      run and per peer; scale: its figures against the pair\n"
-        "                      count (into FILE-scale.png when other workloads are plotted)\n"
-        "  --progress, --no-progress\n"
-        "                      a progress line on stderr for sizes that take over a\n"
-        "                      second (default: when stderr is a terminal)\n"
-        "\n"
-        "comparison:\n"
-        "  --compare[=PEER,...]  runs peer programs on the same sizes in the same run and\n"
-        "                      shows our figures as ratios to the peer's median (one-command\n"
-        "                      mode only). Peers: fi_pingpong (default; for pingpong);\n"
-        "                      on an RDMA device (perftest): ib_send_lat (pingpong),\n"
-        "                      ib_write_lat (write-lat), ib_write_bw, ib_read_bw,\n"
-        "                      ib_send_bw (write, read, send); dtest (write-lat: OFED\n"
-        "                      dapl's dtest -W through OFED's libdat2 and cma provider)\n"
-        "  --peer-repeats N    runs of the peer per size (default 3)\n"
-        "  --peer-provider P   libfabric provider for fi_pingpong (default: from the IA's\n"
-        "                      vendor name \"libfabric P\", else tcp)\n"
-        "  --peer-device DEV   RDMA device of the perftest peers (default: theirs)\n"
-        "  --peer-gid N        GID index of the perftest peers (-x; RoCEv2 IPv4 on rxe: 1)\n"
-        "\n"
-        "--version prints datperf's version (dat2's), --help this text.\n"
-        "\n"
-        "Exit status: 0 measured, 1 a DAT call, a connection, a child process or an\n"
-        "output failed (the reason is on stderr), 2 bad usage. A peer that fails shows\n"
-        "in the table, not in the exit status. More: tools/datperf/README.md.\n",
-        kDefaultPort);
+                 "usage: datperf [options] [WORKLOAD[,WORKLOAD...]]\n"
+                 "  Measures a DAT provider through the public DAT API only (any libdat2.so.2:\n"
+                 "  ours or OFED's). By default the server runs in a child process and the\n"
+                 "  client connects to the address the IA reports (dat_ia_query).\n"
+                 "\n"
+                 "workloads:\n"
+                 "  pingpong            send/recv ping-pong (the default)\n"
+                 "  write-lat           RDMA-write ping-pong; each side polls the last byte of its\n"
+                 "                      buffer (like dtest -W and ib_write_lat)\n"
+                 "  write, read, send   streaming bandwidth with --window operations outstanding\n"
+                 "  conn-rate           connections per second for --endpoints endpoints\n"
+                 "  scale               N pairs connected in batches over one PSP, one connection\n"
+                 "                      EVD and one DTO EVD per side (--pairs): at each count the\n"
+                 "                      per-pair setup time of the batch, both processes' CPU\n"
+                 "                      while asleep (--idle), fds and RSS per pair, the ping-pong\n"
+                 "                      of the data connection among them (smallest --sizes, else\n"
+                 "                      64 B; --iters); then per-pair teardown time by batch, and\n"
+                 "                      the fds and RSS after. Raises RLIMIT_NOFILE to the hard limit\n"
+                 "  ring                RDMA writes into a ring of --window slots that the target\n"
+                 "                      polls (each slot's last byte), slots handed back by RDMA\n"
+                 "                      write; both sides dequeue one shared EVD between looks at\n"
+                 "                      memory (MPI's eager RDMA path); messages per second\n"
+                 "  Latency is one-way: round trip / 2, in microseconds (us). MB/s is 10^6 bytes\n"
+                 "  per second; for the ping-pongs it is size / one-way latency.\n"
+                 "\n"
+                 "sizes and counts:\n"
+                 "  --sizes LIST        message sizes, e.g. 1,64,4k,64k,1m (1 B to 4 MiB;\n"
+                 "                      default 1,64,4k,64k,1m)\n"
+                 "  --sweep MIN:MAX     powers of two from MIN to MAX, e.g. 1:4m\n"
+                 "  -n, --iters N       measured iterations per size (default: 1000 up to 64 KiB,\n"
+                 "                      then 64 MiB worth, at least 50; streaming: 256 MiB worth\n"
+                 "                      within 200..10000)\n"
+                 "  --warmup N          unmeasured iterations before them (default: a tenth, at\n"
+                 "                      most 100)\n"
+                 "  --window N          outstanding operations of write/read/send, slots of ring,\n"
+                 "                      outstanding connects of conn-rate (default 64; clamped to\n"
+                 "                      the IA's limits)\n"
+                 "  --endpoints N       endpoints of conn-rate (default 100)\n"
+                 "  --pairs LIST        pair counts of scale, ascending: e.g. 128,256,1024 or\n"
+                 "                      MIN:MAX, doubling (default 128:4096)\n"
+                 "  --idle SEC          scale: how long both processes sleep at each count while\n"
+                 "                      their CPU time is measured (default 3; 0: not measured)\n"
+                 "  --self              scale: both ends of every pair in the client process,\n"
+                 "                      connected to itself through a PSP of its own (one\n"
+                 "                      connection EVD for requests and connections); the server\n"
+                 "                      holds only the data connection\n"
+                 "  --poll              completions by dat_evd_dequeue busy-polling (default of\n"
+                 "                      pingpong and write-lat)\n"
+                 "  --wait              completions by dat_evd_wait (default of the others;\n"
+                 "                      write-lat always polls memory and refuses it)\n"
+                 "  --runs N            the whole measurement N times (default 1); the table shows\n"
+                 "                      the median over runs (minimum of minimums)\n"
+                 "\n"
+                 "provider and hosts:\n"
+                 "  -P, --provider IA   dat.conf entry to use (default: the first entry\n"
+                 "                      dat_registry_list_providers returns, else ofi-tcp)\n"
+                 "  --server            serve one client on --port and exit (two hosts)\n"
+                 "  --connect HOST      the client, against a datperf --server on HOST\n"
+                 "  --port N            connection qualifier (default %ld with --server and\n"
+                 "                      --connect; in one-command mode any free one)\n"
+                 "  --timeout SEC       give up when nothing happens for SEC seconds (default 30)\n"
+                 "  --pin S,C           run the server on CPU S and the client on CPU C, the peers\n"
+                 "                      of --compare too (two busy pollers on two CPUs, as\n"
+                 "                      perftest is usually run); with --server or --connect:\n"
+                 "                      --pin N, this process on CPU N\n"
+                 "  --timer T           the client's sample clock: clock (clock_gettime), tsc\n"
+                 "                      (x86 rdtsc, its rate measured over each size), auto\n"
+                 "                      (default: tsc where clock_gettime costs over 150 ns a\n"
+                 "                      call, as in an emulated VM; the heading says which)\n"
+                 "\n"
+                 "outputs:\n"
+                 "  --json[=FILE]       JSON; on stdout instead of the table, or into FILE\n"
+                 "  --csv[=FILE]        CSV; on stdout instead of the table, or into FILE\n"
+                 "  --plot FILE.png     latency and bandwidth against size (gnuplot), one line per\n"
+                 "                      run and per peer; scale: its figures against the pair\n"
+                 "                      count (into FILE-scale.png when other workloads are plotted)\n"
+                 "  --progress, --no-progress\n"
+                 "                      a progress line on stderr for sizes that take over a\n"
+                 "                      second (default: when stderr is a terminal)\n"
+                 "\n"
+                 "comparison:\n"
+                 "  --compare[=PEER,...]  runs peer programs on the same sizes in the same run and\n"
+                 "                      shows our figures as ratios to the peer's median (one-command\n"
+                 "                      mode only). Peers: fi_pingpong (default; for pingpong);\n"
+                 "                      on an RDMA device (perftest): ib_send_lat (pingpong),\n"
+                 "                      ib_write_lat (write-lat), ib_write_bw, ib_read_bw,\n"
+                 "                      ib_send_bw (write, read, send); dtest (write-lat: OFED\n"
+                 "                      dapl's dtest -W through OFED's libdat2 and cma provider)\n"
+                 "  --peer-repeats N    runs of the peer per size (default 3)\n"
+                 "  --peer-provider P   libfabric provider for fi_pingpong (default: from the IA's\n"
+                 "                      vendor name \"libfabric P\", else tcp)\n"
+                 "  --peer-device DEV   RDMA device of the perftest peers (default: theirs)\n"
+                 "  --peer-gid N        GID index of the perftest peers (-x; RoCEv2 IPv4 on rxe: 1)\n"
+                 "\n"
+                 "--version prints datperf's version (dat2's), --help this text.\n"
+                 "\n"
+                 "Exit status: 0 measured, 1 a DAT call, a connection, a child process or an\n"
+                 "output failed (the reason is on stderr), 2 bad usage. A peer that fails shows\n"
+                 "in the table, not in the exit status. More: tools/datperf/README.md.\n",
+                 kDefaultPort);
 }
 
 namespace {
 
-bool parse_long(const std::string &text, long lo, long hi, long *out)
-{
+bool parse_long(const std::string &text, long lo, long hi, long *out) {
     if (text.empty())
         return false;
     errno = 0;
@@ -233,8 +224,7 @@ bool parse_long(const std::string &text, long lo, long hi, long *out)
     return true;
 }
 
-std::vector<std::string> split(const std::string &s, char sep)
-{
+std::vector<std::string> split(const std::string &s, char sep) {
     std::vector<std::string> out;
     std::string cur;
     for (char c : s) {
@@ -253,8 +243,7 @@ bool size_in_range(std::uint64_t v) { return v >= kMinSize && v <= kMaxSize; }
 
 } // namespace
 
-bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
-{
+bool parse_options(int argc, char **argv, Options *opt, int *exit_code) {
     *exit_code = 2;
     std::set<std::uint64_t> sizes;
     bool sizes_given = false;
@@ -322,8 +311,8 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
                 return bad("--sweep needs MIN:MAX");
             auto parts = split(v, ':');
             std::uint64_t lo = 0, hi = 0;
-            if (parts.size() != 2 || !parse_size(parts[0], &lo) || !parse_size(parts[1], &hi) ||
-                !size_in_range(lo) || !size_in_range(hi) || lo > hi)
+            if (parts.size() != 2 || !parse_size(parts[0], &lo) || !parse_size(parts[1], &hi) || !size_in_range(lo) ||
+                !size_in_range(hi) || lo > hi)
                 return bad("--sweep: '" + v + "' is not MIN:MAX with 1 <= MIN <= MAX <= 4m");
             // MIN, then every power of two above it up to MAX.
             for (std::uint64_t s = lo; s <= hi;) {
@@ -365,8 +354,8 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
             if (parts.size() == 2) {
                 std::uint64_t lo = 0, hi = 0;
                 if (!count_of(parts[0], &lo) || !count_of(parts[1], &hi) || lo > hi)
-                    return bad("--pairs: '" + v + "' is not MIN:MAX with 1 <= MIN <= MAX <= " +
-                               std::to_string(kMaxPairs));
+                    return bad("--pairs: '" + v +
+                               "' is not MIN:MAX with 1 <= MIN <= MAX <= " + std::to_string(kMaxPairs));
                 for (std::uint64_t c = lo; c < hi; c *= 2)
                     counts.insert(c);
                 counts.insert(hi);
@@ -507,8 +496,8 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
         return bad("ring polls memory for the peer's writes: --wait does not apply to it");
     if (opt->role != Role::Loopback && !opt->compare.empty())
         return bad("--compare runs its peers on this host: it needs the one-command mode (no --server/--connect)");
-    if (opt->role == Role::Server && (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() ||
-                                      !opt->plot_path.empty()))
+    if (opt->role == Role::Server &&
+        (opt->json || opt->csv || !opt->json_path.empty() || !opt->csv_path.empty() || !opt->plot_path.empty()))
         return bad("the server measures nothing: give --json, --csv and --plot to the client");
     if (pin_given == 1 && opt->role == Role::Loopback)
         return bad("--pin needs two CPUs in one-command mode: S,C (server, client)");
@@ -525,8 +514,7 @@ bool parse_options(int argc, char **argv, Options *opt, int *exit_code)
     return true;
 }
 
-Completion completion_for(const Options &opt, Workload w)
-{
+Completion completion_for(const Options &opt, Workload w) {
     if (w == Workload::WriteLat || w == Workload::Ring)
         return Completion::Poll;
     if (opt.completion_forced)
@@ -534,8 +522,7 @@ Completion completion_for(const Options &opt, Workload w)
     return info(w).latency ? Completion::Poll : Completion::Wait;
 }
 
-std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size)
-{
+std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size) {
     if (w == Workload::ConnRate)
         return static_cast<std::uint64_t>(opt.endpoints);
     if (opt.iters > 0)
@@ -550,8 +537,7 @@ std::uint64_t iters_for(const Options &opt, Workload w, std::uint64_t size)
     return std::clamp<std::uint64_t>((std::uint64_t(256) << 20) / size, 200, 10000);
 }
 
-std::uint64_t warmup_for(const Options &opt, Workload w, std::uint64_t iters)
-{
+std::uint64_t warmup_for(const Options &opt, Workload w, std::uint64_t iters) {
     if (w == Workload::ConnRate)
         return 0;
     if (opt.warmup >= 0)

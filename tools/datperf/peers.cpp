@@ -24,8 +24,7 @@ namespace datperf {
 
 namespace {
 
-std::vector<std::string> words(const std::string &line)
-{
+std::vector<std::string> words(const std::string &line) {
     std::istringstream in(line);
     std::vector<std::string> out;
     std::string w;
@@ -34,8 +33,7 @@ std::vector<std::string> words(const std::string &line)
     return out;
 }
 
-bool parse_double(const std::string &text, double *out)
-{
+bool parse_double(const std::string &text, double *out) {
     if (text.empty())
         return false;
     char *end = nullptr;
@@ -47,8 +45,7 @@ bool parse_double(const std::string &text, double *out)
 }
 
 // The first line of `output` that looks like an error, else its last line.
-std::string error_line(const std::string &output)
-{
+std::string error_line(const std::string &output) {
     std::istringstream in(output);
     std::string line, last;
     while (std::getline(in, line)) {
@@ -63,8 +60,7 @@ std::string error_line(const std::string &output)
 bool loopback_address(const std::string &a) { return a.rfind("127.", 0) == 0 || a == "::1" || a == "localhost"; }
 
 // Why the RDMA peers cannot run here: "" when the host has an RDMA device.
-std::string rdma_device_missing()
-{
+std::string rdma_device_missing() {
     DIR *d = opendir("/sys/class/infiniband");
     bool any = false;
     if (d) {
@@ -90,8 +86,7 @@ struct PairSpec {
 // False with *error: a side that cannot start, a server that never listens,
 // a client that hangs or fails.
 bool run_pair(const PairSpec &spec, const PeerRequest &req, std::string *client_output, std::string *command,
-              std::string *error)
-{
+              std::string *error) {
     std::string prefix;
     for (const auto &e : spec.env)
         prefix += e + " ";
@@ -153,15 +148,13 @@ public:
     std::string name() const override { return "fi_pingpong"; }
     bool counterpart_of(Workload w) const override { return w == Workload::PingPong; }
     std::string figure() const override { return "mean one-way latency of a run (usec/xfer)"; }
-    std::string missing() const override
-    {
+    std::string missing() const override {
         std::string path;
         return find_program("fi_pingpong", &path) ? "" : "fi_pingpong not found on PATH (Debian package libfabric-bin)";
     }
 
     bool run_once(const PeerRequest &req, double *latency_us, double *mb_s, std::string *command,
-                  std::string *error) override
-    {
+                  std::string *error) override {
         PairSpec spec;
         spec.tool = "fi_pingpong";
         spec.listen_port = free_tcp_port();
@@ -169,8 +162,9 @@ public:
             *error = "no free TCP port";
             return false;
         }
-        std::vector<std::string> common = {"fi_pingpong", "-p", req.provider, "-e", req.endpoint, "-I",
-                                           std::to_string(req.iters), "-S", std::to_string(req.size)};
+        std::vector<std::string> common = {
+            "fi_pingpong",           "-p", req.provider, "-e", req.endpoint, "-I", std::to_string(req.iters), "-S",
+            std::to_string(req.size)};
         spec.server = spec.client = common;
         spec.server.insert(spec.server.end(), {"-B", std::to_string(spec.listen_port)});
         spec.client.insert(spec.client.end(), {"-P", std::to_string(spec.listen_port), req.address});
@@ -179,8 +173,7 @@ public:
                 if (!std::getenv(var))
                     spec.env.push_back(std::string(var) + "=lo");
         std::string out;
-        return run_pair(spec, req, &out, command, error) &&
-               parse_fi_pingpong(out, req.size, latency_us, mb_s, error);
+        return run_pair(spec, req, &out, command, error) && parse_fi_pingpong(out, req.size, latency_us, mb_s, error);
     }
 };
 
@@ -197,13 +190,11 @@ public:
     Perftest(std::string tool, Workload w, bool latency) : tool_(std::move(tool)), workload_(w), latency_(latency) {}
     std::string name() const override { return tool_; }
     bool counterpart_of(Workload w) const override { return w == workload_; }
-    std::string figure() const override
-    {
+    std::string figure() const override {
         return latency_ ? "median one-way latency of a run (t_typical)"
                         : "average bandwidth of a run (message rate x size, 10^6 B/s)";
     }
-    std::string missing() const override
-    {
+    std::string missing() const override {
         std::string path;
         if (!find_program(tool_, &path))
             return tool_ + " not found on PATH (Debian package perftest)";
@@ -211,8 +202,7 @@ public:
     }
 
     bool run_once(const PeerRequest &req, double *latency_us, double *mb_s, std::string *command,
-                  std::string *error) override
-    {
+                  std::string *error) override {
         PairSpec spec;
         spec.tool = tool_;
         spec.listen_port = free_tcp_port();
@@ -255,8 +245,7 @@ public:
     std::string name() const override { return "dtest"; }
     bool counterpart_of(Workload w) const override { return w == Workload::WriteLat; }
     std::string figure() const override { return "mean one-way latency of a run (dtest -W, OFED cma provider)"; }
-    std::string missing() const override
-    {
+    std::string missing() const override {
         std::string path;
         if (!find_program("dtest", &path))
             return "dtest not found on PATH (Debian package dapl2-utils)";
@@ -266,8 +255,7 @@ public:
     }
 
     bool run_once(const PeerRequest &req, double *latency_us, double *mb_s, std::string *command,
-                  std::string *error) override
-    {
+                  std::string *error) override {
         if (req.netdev.empty()) {
             *error = "no network interface holds " + req.address + " (OFED's cma entry names one)";
             return false;
@@ -281,17 +269,15 @@ public:
         spec.tool = "dtest";
         spec.listen_port = 15828;
         spec.env = {"DAT_OVERRIDE=" + conf_, "LD_LIBRARY_PATH="};
-        std::vector<std::string> common = {"dtest", "-P", ia, "-W", "-B", std::to_string(req.iters), "-b",
-                                           std::to_string(req.size)};
+        std::vector<std::string> common = {
+            "dtest", "-P", ia, "-W", "-B", std::to_string(req.iters), "-b", std::to_string(req.size)};
         spec.server = spec.client = common;
         spec.server.push_back("-s");
         spec.client.insert(spec.client.end(), {"-h", req.address});
         std::string out;
-        return run_pair(spec, req, &out, command, error) &&
-               parse_dtest_pingpong(out, latency_us, mb_s, error);
+        return run_pair(spec, req, &out, command, error) && parse_dtest_pingpong(out, latency_us, mb_s, error);
     }
-    ~DtestW() override
-    {
+    ~DtestW() override {
         if (!conf_.empty())
             unlink(conf_.c_str());
     }
@@ -300,13 +286,13 @@ private:
     static constexpr const char *kOfedProvider = "/usr/lib/x86_64-linux-gnu/libdaplofa.so.2";
     std::string conf_;
 
-    bool write_conf(const std::string &ia, const std::string &netdev, std::string *error)
-    {
+    bool write_conf(const std::string &ia, const std::string &netdev, std::string *error) {
         int fd = make_temp_file("ofed", &conf_, error);
         if (fd < 0)
             return false;
         // OFED's registry wants nonthreadsafe entries (what dat_ia_open asks for).
-        const std::string line = ia + " u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"" + netdev + " 0\" \"\"\n";
+        const std::string line =
+            ia + " u2.0 nonthreadsafe default libdaplofa.so.2 dapl.2.0 \"" + netdev + " 0\" \"\"\n";
         const bool ok = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
         close(fd);
         if (!ok)
@@ -318,8 +304,7 @@ private:
 } // namespace
 
 bool parse_fi_pingpong(const std::string &output, std::uint64_t size, double *usec_per_xfer, double *mb_s,
-                       std::string *error)
-{
+                       std::string *error) {
     std::istringstream in(output);
     std::string line;
     std::vector<std::string> header;
@@ -365,8 +350,7 @@ bool parse_fi_pingpong(const std::string &output, std::uint64_t size, double *us
 }
 
 bool parse_perftest(const std::string &output, bool latency, std::uint64_t size, double *latency_us, double *mb_s,
-                    std::string *error)
-{
+                    std::string *error) {
     std::istringstream in(output);
     std::string line;
     int col_figure = -1, col_rate = -1;
@@ -418,15 +402,14 @@ bool parse_perftest(const std::string &output, bool latency, std::uint64_t size,
     if (!header)
         *error = "no '#bytes ...' result table in the output: " + error_line(output);
     else if (col_figure < 0)
-        *error = std::string("the result table has no ") + (latency ? "t_typical[usec]" : "BW average[MB/sec]") +
-                 " column";
+        *error =
+            std::string("the result table has no ") + (latency ? "t_typical[usec]" : "BW average[MB/sec]") + " column";
     else
         *error = "the result table has no row for " + std::to_string(size) + " bytes";
     return false;
 }
 
-bool parse_dtest_pingpong(const std::string &output, double *latency_us, double *mb_s, std::string *error)
-{
+bool parse_dtest_pingpong(const std::string &output, double *latency_us, double *mb_s, std::string *error) {
     std::istringstream in(output);
     std::string line;
     while (std::getline(in, line)) {
@@ -447,8 +430,7 @@ bool parse_dtest_pingpong(const std::string &output, double *latency_us, double 
     return false;
 }
 
-std::string interface_of(const std::string &address)
-{
+std::string interface_of(const std::string &address) {
     in_addr want{};
     if (inet_pton(AF_INET, address.c_str(), &want) != 1)
         return "";
@@ -464,13 +446,11 @@ std::string interface_of(const std::string &address)
     return name;
 }
 
-std::vector<std::string> peer_names()
-{
+std::vector<std::string> peer_names() {
     return {"fi_pingpong", "ib_send_lat", "ib_write_lat", "ib_write_bw", "ib_read_bw", "ib_send_bw", "dtest"};
 }
 
-std::unique_ptr<ComparePeer> make_peer(const std::string &name)
-{
+std::unique_ptr<ComparePeer> make_peer(const std::string &name) {
     if (name == "fi_pingpong")
         return std::make_unique<FiPingpong>();
     if (name == "ib_send_lat")
@@ -488,14 +468,13 @@ std::unique_ptr<ComparePeer> make_peer(const std::string &name)
     return nullptr;
 }
 
-void run_peer(ComparePeer &peer, const PeerRequest &req, int repeats, PeerResult *into, bool progress)
-{
+void run_peer(ComparePeer &peer, const PeerRequest &req, int repeats, PeerResult *into, bool progress) {
     const bool latency = info(req.workload).latency;
     into->peer = peer.name();
     into->workload = req.workload;
     into->figure = peer.figure();
-    auto it = std::find_if(into->points.begin(), into->points.end(),
-                           [&](const PeerPoint &p) { return p.size == req.size; });
+    auto it =
+        std::find_if(into->points.begin(), into->points.end(), [&](const PeerPoint &p) { return p.size == req.size; });
     if (it == into->points.end()) {
         into->points.emplace_back();
         it = into->points.end() - 1;

@@ -22,13 +22,13 @@ struct PeerRequest {
     Workload workload = Workload::PingPong;
     std::uint64_t size = 0;
     std::uint64_t iters = 0;
-    std::string address;  // where the server listens (the IA's address)
-    std::string provider; // libfabric provider name, for fi_* peers
+    std::string address;          // where the server listens (the IA's address)
+    std::string provider;         // libfabric provider name, for fi_* peers
     std::string endpoint = "msg"; // its libfabric endpoint type: msg, or rdm (the RDM transport's IAs)
-    int window = 1;       // outstanding operations of the streaming workloads
-    std::string device;   // RDMA device of the perftest peers ("" : theirs)
-    int gid_index = -1;   // their GID index (-x), -1: theirs
-    std::string netdev;   // the network interface holding `address` (OFED's dat.conf entry)
+    int window = 1;               // outstanding operations of the streaming workloads
+    std::string device;           // RDMA device of the perftest peers ("" : theirs)
+    int gid_index = -1;           // their GID index (-x), -1: theirs
+    std::string netdev;           // the network interface holding `address` (OFED's dat.conf entry)
     double timeout_s = 30;
     int server_cpu = -1, client_cpu = -1; // --pin: both sides of the peer where ours run
 };

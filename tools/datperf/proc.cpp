@@ -26,16 +26,14 @@
 
 namespace datperf {
 
-Process::~Process()
-{
+Process::~Process() {
     stop();
     if (!out_path_.empty())
         unlink(out_path_.c_str());
 }
 
 bool Process::start(const std::vector<std::string> &argv, const std::vector<std::string> &env, int cpu,
-                    std::string *error)
-{
+                    std::string *error) {
     std::string path;
     cpu_set_t cpus;
     CPU_ZERO(&cpus);
@@ -100,8 +98,7 @@ bool Process::start(const std::vector<std::string> &argv, const std::vector<std:
     return true;
 }
 
-bool Process::wait(double timeout_s, int *status)
-{
+bool Process::wait(double timeout_s, int *status) {
     if (pid_ < 0)
         return false;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -122,8 +119,7 @@ bool Process::wait(double timeout_s, int *status)
     }
 }
 
-bool Process::running()
-{
+bool Process::running() {
     if (pid_ < 0)
         return false;
     int status = 0;
@@ -134,8 +130,7 @@ bool Process::running()
     return true;
 }
 
-void Process::stop()
-{
+void Process::stop() {
     if (pid_ < 0)
         return;
     int status = 0;
@@ -147,16 +142,14 @@ void Process::stop()
     pid_ = -1;
 }
 
-std::string Process::output() const
-{
+std::string Process::output() const {
     std::ifstream in(out_path_);
     std::stringstream ss;
     ss << in.rdbuf();
     return ss.str();
 }
 
-std::string status_text(int status)
-{
+std::string status_text(int status) {
     if (WIFEXITED(status))
         return "exit status " + std::to_string(WEXITSTATUS(status));
     if (WIFSIGNALED(status))
@@ -164,8 +157,7 @@ std::string status_text(int status)
     return "status " + std::to_string(status);
 }
 
-bool find_program(const std::string &name, std::string *path)
-{
+bool find_program(const std::string &name, std::string *path) {
     if (name.find('/') != std::string::npos) {
         *path = name;
         return access(name.c_str(), X_OK) == 0;
@@ -189,8 +181,7 @@ bool find_program(const std::string &name, std::string *path)
     return false;
 }
 
-int make_temp_file(const std::string &stem, std::string *path, std::string *error)
-{
+int make_temp_file(const std::string &stem, std::string *path, std::string *error) {
     const char *tmpdir = std::getenv("TMPDIR");
     std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/datperf-" + stem + ".XXXXXX";
     std::vector<char> name(templ.begin(), templ.end());
@@ -204,8 +195,7 @@ int make_temp_file(const std::string &stem, std::string *path, std::string *erro
     return fd;
 }
 
-int free_tcp_port()
-{
+int free_tcp_port() {
     int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (s < 0)
         return -1;
@@ -222,8 +212,7 @@ int free_tcp_port()
     return port;
 }
 
-bool tcp_port_listening(int port)
-{
+bool tcp_port_listening(int port) {
     for (const char *file : {"/proc/net/tcp", "/proc/net/tcp6"}) {
         std::ifstream in(file);
         std::string line;
@@ -243,8 +232,7 @@ bool tcp_port_listening(int port)
     return false;
 }
 
-std::string shell_quote(const std::vector<std::string> &argv)
-{
+std::string shell_quote(const std::vector<std::string> &argv) {
     std::string out;
     for (const auto &a : argv) {
         if (!out.empty())

@@ -21,8 +21,7 @@ public:
     // execvp(argv[0]) with `env` ("NAME=value") added to ours, on CPU `cpu`
     // (-1: wherever). False with *error when it cannot start (fork failed,
     // no such program, a CPU it may not use).
-    bool start(const std::vector<std::string> &argv, const std::vector<std::string> &env, int cpu,
-               std::string *error);
+    bool start(const std::vector<std::string> &argv, const std::vector<std::string> &env, int cpu, std::string *error);
     // Waits up to `timeout_s` for it to exit: true with *status (waitpid's).
     bool wait(double timeout_s, int *status);
     bool running();

@@ -16,8 +16,7 @@
 
 namespace datperf {
 
-void add_run(Report *report, const std::vector<TestResult> &tests)
-{
+void add_run(Report *report, const std::vector<TestResult> &tests) {
     ++report->runs;
     for (const auto &t : tests) {
         WorkloadReport *w = nullptr;
@@ -37,8 +36,7 @@ void add_run(Report *report, const std::vector<TestResult> &tests)
     }
 }
 
-void combine(Report *report)
-{
+void combine(Report *report) {
     for (auto &w : report->tests) {
         w.combined.clear();
         if (w.runs.empty())
@@ -72,8 +70,7 @@ struct Ratio {
 
 // Ours over the peer's median (latency: >1 means we are slower); for
 // bandwidth, ours over theirs (<1 means we are slower).
-Ratio ratio_of(const Point &ours, const PeerPoint &peer, bool latency)
-{
+Ratio ratio_of(const Point &ours, const PeerPoint &peer, bool latency) {
     Ratio r;
     if (!peer.ok)
         return r;
@@ -91,24 +88,21 @@ Ratio ratio_of(const Point &ours, const PeerPoint &peer, bool latency)
     return r;
 }
 
-const Point *ours_at(const WorkloadReport &w, std::uint64_t size)
-{
+const Point *ours_at(const WorkloadReport &w, std::uint64_t size) {
     for (const auto &p : w.combined)
         if (p.size == size)
             return &p;
     return nullptr;
 }
 
-std::string completion_text(Completion c)
-{
+std::string completion_text(Completion c) {
     return c == Completion::Poll ? "completions by busy-polling (dat_evd_dequeue)"
                                  : "completions by waiting (dat_evd_wait)";
 }
 
 // ---- table ------------------------------------------------------------------------------------
 
-void table_header(std::FILE *out, const Report &r, const WorkloadReport &w)
-{
+void table_header(std::FILE *out, const Report &r, const WorkloadReport &w) {
     const WorkloadInfo &wi = info(w.workload);
     std::fprintf(out, "\n%s: %s", wi.name, wi.title);
     if (w.workload == Workload::ConnRate)
@@ -129,8 +123,7 @@ void table_header(std::FILE *out, const Report &r, const WorkloadReport &w)
     std::fprintf(out, "\n");
 }
 
-void print_workload(std::FILE *out, const Report &r, const WorkloadReport &w)
-{
+void print_workload(std::FILE *out, const Report &r, const WorkloadReport &w) {
     const WorkloadInfo &wi = info(w.workload);
     if (w.workload == Workload::Scale) {
         print_scale(out, r, w);
@@ -190,8 +183,7 @@ std::string json_string(const std::string &s) { return dat2::tools::json_quote(s
 
 } // namespace
 
-std::string json_number(double v)
-{
+std::string json_number(double v) {
     if (!std::isfinite(v))
         return "null";
     char buf[40];
@@ -201,8 +193,7 @@ std::string json_number(double v)
 
 namespace {
 
-std::string json_point(const Point &p, Workload w)
-{
+std::string json_point(const Point &p, Workload w) {
     std::string s = "{";
     if (w == Workload::ConnRate)
         s += "\"endpoints\": " + std::to_string(p.size);
@@ -229,8 +220,7 @@ std::string json_point(const Point &p, Workload w)
 
 } // namespace
 
-void print_table(std::FILE *out, const Report &r)
-{
+void print_table(std::FILE *out, const Report &r) {
     std::fprintf(out, "datperf: IA %s (%s) at %s, server %s; %s; %d run%s; timer %s\n", r.info.ia_name.c_str(),
                  r.info.vendor.c_str(), r.info.ia_address.c_str(), r.info.server_address.c_str(), r.mode.c_str(),
                  r.runs, r.runs == 1 ? "" : "s", r.info.timer.c_str());
@@ -238,11 +228,11 @@ void print_table(std::FILE *out, const Report &r)
         print_workload(out, r, w);
 }
 
-void write_json(std::FILE *out, const Report &r)
-{
+void write_json(std::FILE *out, const Report &r) {
     std::fprintf(out, "{\n  \"tool\": \"datperf\",\n");
-    std::fprintf(out, "  \"ia\": {\"name\": %s, \"vendor\": %s, \"address\": %s},\n", json_string(r.info.ia_name).c_str(),
-                 json_string(r.info.vendor).c_str(), json_string(r.info.ia_address).c_str());
+    std::fprintf(out, "  \"ia\": {\"name\": %s, \"vendor\": %s, \"address\": %s},\n",
+                 json_string(r.info.ia_name).c_str(), json_string(r.info.vendor).c_str(),
+                 json_string(r.info.ia_address).c_str());
     std::fprintf(out, "  \"server_address\": %s,\n  \"mode\": %s,\n  \"runs\": %d,\n  \"timer\": %s,\n",
                  json_string(r.info.server_address).c_str(), json_string(r.mode).c_str(), r.runs,
                  json_string(r.info.timer).c_str());
@@ -271,10 +261,10 @@ void write_json(std::FILE *out, const Report &r)
         std::fprintf(out, "\n     ],\n     \"peers\": [");
         for (std::size_t k = 0; k < w.peers.size(); ++k) {
             const auto &peer = w.peers[k];
-            std::fprintf(out, "%s\n       {\"name\": %s, \"figure\": %s, \"command\": %s, \"error\": %s, \"results\": [",
-                         k ? "," : "", json_string(peer.peer).c_str(), json_string(peer.figure).c_str(),
-                         json_string(peer.command).c_str(),
-                         peer.error.empty() ? "null" : json_string(peer.error).c_str());
+            std::fprintf(
+                out, "%s\n       {\"name\": %s, \"figure\": %s, \"command\": %s, \"error\": %s, \"results\": [",
+                k ? "," : "", json_string(peer.peer).c_str(), json_string(peer.figure).c_str(),
+                json_string(peer.command).c_str(), peer.error.empty() ? "null" : json_string(peer.error).c_str());
             for (std::size_t i = 0; i < peer.points.size(); ++i) {
                 const auto &pp = peer.points[i];
                 std::string samples;
@@ -315,8 +305,7 @@ void write_json(std::FILE *out, const Report &r)
     std::fprintf(out, "\n  ]\n}\n");
 }
 
-void write_csv(std::FILE *out, const Report &r)
-{
+void write_csv(std::FILE *out, const Report &r) {
     std::vector<std::string> peers;
     for (const auto &w : r.tests)
         for (const auto &p : w.peers)
@@ -378,8 +367,7 @@ void write_csv(std::FILE *out, const Report &r)
     }
 }
 
-bool run_gnuplot(const std::string &script, std::string *error)
-{
+bool run_gnuplot(const std::string &script, std::string *error) {
     std::string script_path;
     int fd = make_temp_file("plot", &script_path, error);
     if (fd < 0)
@@ -407,8 +395,7 @@ bool run_gnuplot(const std::string &script, std::string *error)
     return ok;
 }
 
-std::string scale_plot_path(const std::string &path)
-{
+std::string scale_plot_path(const std::string &path) {
     const auto slash = path.rfind('/');
     const auto dot = path.rfind('.');
     if (dot == std::string::npos || (slash != std::string::npos && dot < slash))
@@ -416,8 +403,7 @@ std::string scale_plot_path(const std::string &path)
     return path.substr(0, dot) + "-scale" + path.substr(dot);
 }
 
-bool write_plot(const std::string &path, const Report &r, std::string *error)
-{
+bool write_plot(const std::string &path, const Report &r, std::string *error) {
     const bool scale = std::any_of(r.tests.begin(), r.tests.end(),
                                    [](const WorkloadReport &w) { return w.workload == Workload::Scale; });
     const bool sized =
@@ -429,8 +415,7 @@ bool write_plot(const std::string &path, const Report &r, std::string *error)
     return write_size_plot(path, r, error);
 }
 
-bool write_size_plot(const std::string &path, const Report &r, std::string *error)
-{
+bool write_size_plot(const std::string &path, const Report &r, std::string *error) {
     struct Series {
         std::string title, data; // data: "size value" lines
         bool peer = false;
@@ -486,7 +471,8 @@ bool write_size_plot(const std::string &path, const Report &r, std::string *erro
         return false;
     }
 
-    std::string script = "set terminal pngcairo size " + std::string(latency.empty() || bandwidth.empty() ? "800" : "1500") +
+    std::string script = "set terminal pngcairo size " +
+                         std::string(latency.empty() || bandwidth.empty() ? "800" : "1500") +
                          ",600 noenhanced font ',10'\n";
     script += "set output '" + path + "'\n";
     int index = 0;

@@ -27,8 +27,7 @@ inline unsigned char mark(std::uint64_t i) { return static_cast<unsigned char>(i
 
 // The ring: the window's worth of slots of one message each, as many as fit
 // in the receive half (the largest --sizes, at least 64 B), fewer than 255.
-std::uint64_t ring_slots(const DataPath &d, const Phase &ph)
-{
+std::uint64_t ring_slots(const DataPath &d, const Phase &ph) {
     const std::uint64_t fit = d.max_size / std::max<std::uint64_t>(1, ph.size);
     return std::clamp<std::uint64_t>(std::min<std::uint64_t>(static_cast<std::uint64_t>(ph.window), fit), 1, 254);
 }
@@ -41,8 +40,7 @@ std::uint64_t credit_batch(std::uint64_t slots) { return std::max<std::uint64_t>
 // write completed (at most kCreditsOut outstanding).
 constexpr std::uint64_t kCreditSources = 64, kCreditsOut = 32;
 
-void reap(DataPath &d, Events &ev, std::uint64_t &done, const char *who)
-{
+void reap(DataPath &d, Events &ev, std::uint64_t &done, const char *who) {
     DAT_EVENT e;
     if (!ev.poll(d.evd, &e))
         return;
@@ -53,8 +51,7 @@ void reap(DataPath &d, Events &ev, std::uint64_t &done, const char *who)
     ++done;
 }
 
-void post_write(DataPath &d, std::uint64_t local_off, std::uint64_t remote_off, std::uint64_t len)
-{
+void post_write(DataPath &d, std::uint64_t local_off, std::uint64_t remote_off, std::uint64_t len) {
     DAT_LMR_TRIPLET iov = d.mem->iov(local_off, len);
     DAT_RMR_TRIPLET rmr = d.remote.rmr(d.max_size + remote_off, len);
     DAT_DTO_COOKIE c;
@@ -64,8 +61,7 @@ void post_write(DataPath &d, std::uint64_t local_off, std::uint64_t remote_off, 
 
 } // namespace
 
-Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress)
-{
+Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress) {
     const std::uint64_t slots = ring_slots(d, ph), batch = credit_batch(slots);
     const auto depth = static_cast<std::uint64_t>(d.request_depth);
     volatile unsigned char *credit = d.recv_buf(); // the server's credit byte lands here
@@ -112,8 +108,7 @@ Point client_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progr
     return p;
 }
 
-void server_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
-{
+void server_ring(DataPath &d, Control &ctrl, Events &ev, const Phase &ph) {
     const std::uint64_t slots = ring_slots(d, ph), batch = credit_batch(slots);
     const std::uint64_t out = std::min<std::uint64_t>(kCreditsOut, static_cast<std::uint64_t>(d.request_depth));
     std::fill(d.recv_buf(), d.recv_buf() + slots * ph.size, 0);

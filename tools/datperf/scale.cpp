@@ -40,8 +40,7 @@ struct CallTimer {
     double total_us = 0;
     std::uint64_t calls = 0;
 
-    template <typename Call> DAT_RETURN time(Call call)
-    {
+    template <typename Call> DAT_RETURN time(Call call) {
         const auto t0 = Clock::now();
         DAT_RETURN r = call();
         total_us += us_between(t0, Clock::now());
@@ -52,16 +51,14 @@ struct CallTimer {
 };
 
 // "(812 descriptors open, limit 1024)": why a dat_ep_create may have failed.
-std::string fd_context()
-{
+std::string fd_context() {
     rlimit r{};
     std::string limit = getrlimit(RLIMIT_NOFILE, &r) == 0 ? std::to_string(r.rlim_cur) : "unknown";
     return std::to_string(open_fds()) + " descriptors open, limit " + limit;
 }
 
 // This process's descriptors and memory now; nothing else measured.
-ScaleReport snapshot()
-{
+ScaleReport snapshot() {
     ScaleReport r;
     std::memset(&r, 0, sizeof r);
     r.cpu_pct = r.create_us = r.accept_us = r.free_us = kNotMeasured;
@@ -73,8 +70,7 @@ ScaleReport snapshot()
     return r;
 }
 
-void put_threads(ScaleReport *r, const std::vector<ThreadCpu> &threads)
-{
+void put_threads(ScaleReport *r, const std::vector<ThreadCpu> &threads) {
     constexpr std::size_t kMax = sizeof r->threads / sizeof r->threads[0];
     for (std::size_t i = 0; i < kMax && i < threads.size(); ++i) {
         auto &t = r->threads[i];
@@ -86,8 +82,7 @@ void put_threads(ScaleReport *r, const std::vector<ThreadCpu> &threads)
     }
 }
 
-std::vector<ThreadCpu> threads_of(const ScaleReport &r)
-{
+std::vector<ThreadCpu> threads_of(const ScaleReport &r) {
     std::vector<ThreadCpu> out;
     for (const auto &t : r.threads)
         if (t.tid > 0)
@@ -97,8 +92,7 @@ std::vector<ThreadCpu> threads_of(const ScaleReport &r)
 
 // Both processes asleep for `seconds`: this one's CPU over the sleep, into
 // *r (cpu_pct, threads).
-void idle_measure(double seconds, ScaleReport *r)
-{
+void idle_measure(double seconds, ScaleReport *r) {
     if (seconds <= 0)
         return;
     const CpuSnapshot before = CpuSnapshot::take();
@@ -108,8 +102,7 @@ void idle_measure(double seconds, ScaleReport *r)
     put_threads(r, after.threads_since(before));
 }
 
-CtrlMsg message(Msg type, const ScaleReport &r)
-{
+CtrlMsg message(Msg type, const ScaleReport &r) {
     CtrlMsg m = ctrl_message(type);
     m.scale = r;
     return m;
@@ -117,8 +110,7 @@ CtrlMsg message(Msg type, const ScaleReport &r)
 
 DAT_EVD_HANDLE no_evd() { return DAT_HANDLE_NULL; }
 
-bool ends_connection(DAT_EVENT_NUMBER n)
-{
+bool ends_connection(DAT_EVENT_NUMBER n) {
     return n == DAT_CONNECTION_EVENT_DISCONNECTED || n == DAT_CONNECTION_EVENT_BROKEN;
 }
 
@@ -128,8 +120,7 @@ bool ends_connection(DAT_EVENT_NUMBER n)
 class PairSet {
 public:
     PairSet(Ia &ia, std::size_t max_pairs, bool self, Events &ev, double timeout_s)
-        : ia_(ia), self_(self), ev_(ev), timeout_s_(timeout_s)
-    {
+        : ia_(ia), self_(self), ev_(ev), timeout_s_(timeout_s) {
         // Room for every event a batch may leave queued: the passive side
         // takes all its requests before it dequeues the ESTABLISHED events;
         // with --self one EVD sees requests and both ends' events.
@@ -156,8 +147,7 @@ public:
     DAT_CONN_QUAL self_qual() const { return self_qual_; }
 
     CallTimer create, connect, disconnect, free, passive_create, accept, passive_free;
-    void reset_timers()
-    {
+    void reset_timers() {
         for (CallTimer *t : {&create, &connect, &disconnect, &free, &passive_create, &accept, &passive_free})
             *t = CallTimer{};
     }
@@ -165,8 +155,7 @@ public:
     // Active side: `k` more pairs to `server` at `qual`, at most `window`
     // connects outstanding; with --self their requests are accepted here too.
     void connect_batch(std::size_t k, std::size_t window, DAT_IA_ADDRESS_PTR server, DAT_CONN_QUAL qual,
-                       Progress &progress)
-    {
+                       Progress &progress) {
         ConnTag tag{kCtrlMagic, ConnRole::Scale};
         const auto connect_timeout = static_cast<DAT_TIMEOUT>(std::min(timeout_s_ * 1e6, 4e9));
         const std::size_t base = active_.size();
@@ -213,8 +202,7 @@ public:
 
     // Passive side (the server): `k` requests from `cr_evd`, each given a
     // new endpoint, then their `k` ESTABLISHED events.
-    void accept_batch(std::size_t k, DAT_EVD_HANDLE cr_evd)
-    {
+    void accept_batch(std::size_t k, DAT_EVD_HANDLE cr_evd) {
         DAT_EVENT e;
         for (std::size_t i = 0; i < k; ++i) {
             ev_.next(cr_evd, &e, "a scale pair's connection request");
@@ -231,8 +219,7 @@ public:
     // Active side: disconnects the last `k` pairs, at most `window` at once,
     // and frees each endpoint on its DISCONNECTED event (with --self the
     // passive ends too).
-    void teardown_batch(std::size_t k, std::size_t window, Progress &progress)
-    {
+    void teardown_batch(std::size_t k, std::size_t window, Progress &progress) {
         if (k > active_.size())
             throw Error("scale: tearing down more pairs than are connected");
         const std::size_t end = active_.size();
@@ -269,8 +256,7 @@ public:
 
     // Passive side (the server): frees `k` endpoints on their
     // DISCONNECTED events.
-    void await_teardown(std::size_t k)
-    {
+    void await_teardown(std::size_t k) {
         DAT_EVENT e;
         for (std::size_t i = 0; i < k; ++i) {
             ev_.next(conn_evd_.get(), &e, "a scale pair to be disconnected by the client");
@@ -284,8 +270,7 @@ public:
 private:
     static std::string pair_text(std::size_t index) { return "scale pair " + std::to_string(index + 1); }
 
-    void accept_one(const DAT_EVENT &e)
-    {
+    void accept_one(const DAT_EVENT &e) {
         DAT_CR_HANDLE req = request_of(e, ConnRole::Scale);
         OwnedEp ep;
         DAT_RETURN r = passive_create.time([&] {
@@ -303,8 +288,7 @@ private:
         passive_.emplace(h, std::move(ep));
     }
 
-    bool free_passive(DAT_EP_HANDLE h)
-    {
+    bool free_passive(DAT_EP_HANDLE h) {
         auto p = passive_.find(h);
         if (p == passive_.end())
             return false;
@@ -329,14 +313,12 @@ private:
 };
 
 // One step on the server: Run, then its Ready.
-CtrlMsg request(Control &ctrl, Events &ev, const Phase &ph, const char *waiting_for)
-{
+CtrlMsg request(Control &ctrl, Events &ev, const Phase &ph, const char *waiting_for) {
     ctrl.send(run_message(ph), ev);
     return ctrl.receive(ev, Msg::Ready, waiting_for);
 }
 
-Phase scale_phase(ScaleOp op, Completion c)
-{
+Phase scale_phase(ScaleOp op, Completion c) {
     Phase ph;
     ph.workload = Workload::Scale;
     ph.completion = c;
@@ -344,8 +326,7 @@ Phase scale_phase(ScaleOp op, Completion c)
     return ph;
 }
 
-void fill_client(ScaleRow *row, const ScaleReport &r)
-{
+void fill_client(ScaleRow *row, const ScaleReport &r) {
     row->client_cpu_pct = r.cpu_pct;
     row->client_fds = r.fds;
     row->client_rss_kib = r.rss_kib;
@@ -354,8 +335,7 @@ void fill_client(ScaleRow *row, const ScaleReport &r)
     row->client_threads = threads_of(r);
 }
 
-void fill_server(ScaleRow *row, const ScaleReport &r)
-{
+void fill_server(ScaleRow *row, const ScaleReport &r) {
     row->server_cpu_pct = r.cpu_pct;
     row->server_fds = r.fds;
     row->server_rss_kib = r.rss_kib;
@@ -367,8 +347,7 @@ void fill_server(ScaleRow *row, const ScaleReport &r)
 } // namespace
 
 std::vector<ScaleRow> client_scale(DataPath &d, Control &ctrl, Events &ev, const Options &opt, Progress &progress,
-                                   const ConnRateSetup &cr)
-{
+                                   const ConnRateSetup &cr) {
     const bool self = opt.scale_self;
     const Completion mode = completion_for(opt, Workload::Scale);
     const std::vector<std::uint64_t> &counts = opt.pairs;
@@ -480,8 +459,7 @@ std::vector<ScaleRow> client_scale(DataPath &d, Control &ctrl, Events &ev, const
     return rows;
 }
 
-void server_scale(DataPath &d, Control &ctrl, Events &ev, const Phase &begin, const ConnRateSetup &cr)
-{
+void server_scale(DataPath &d, Control &ctrl, Events &ev, const Phase &begin, const ConnRateSetup &cr) {
     if (begin.op != ScaleOp::Begin || begin.endpoints < 0 || begin.endpoints > kMaxPairs)
         throw Error("scale: the client asks for " + std::to_string(begin.endpoints) + " pairs");
     const Completion mode = begin.completion;

@@ -15,8 +15,7 @@ namespace {
 bool measured(double v) { return std::isfinite(v); }
 
 // `v` in a column of `width` with `prec` decimals; "-" when not measured.
-std::string cell(double v, int width, int prec)
-{
+std::string cell(double v, int width, int prec) {
     char buf[64];
     if (!measured(v))
         std::snprintf(buf, sizeof buf, "%*s", width, "-");
@@ -26,8 +25,7 @@ std::string cell(double v, int width, int prec)
 }
 
 // A change with its sign: "+0", "-12".
-std::string delta_cell(double v, int width)
-{
+std::string delta_cell(double v, int width) {
     char buf[64];
     if (!measured(v))
         std::snprintf(buf, sizeof buf, "%*s", width, "-");
@@ -40,8 +38,7 @@ std::string delta_cell(double v, int width)
 double ratio(double a, double b) { return measured(a) && measured(b) && b > 0 ? a / b : NAN; }
 double per_pair(double at, double none, double pairs) { return pairs > 0 ? (at - none) / pairs : NAN; }
 
-std::string mib(double kib)
-{
+std::string mib(double kib) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f MiB", kib / 1024.0);
     return measured(kib) ? buf : "-";
@@ -51,8 +48,7 @@ std::string mib(double kib)
 struct Rows {
     const ScaleRow *none = nullptr, *after = nullptr;
     std::vector<const ScaleRow *> counts;
-    explicit Rows(const std::vector<ScaleRow> &all)
-    {
+    explicit Rows(const std::vector<ScaleRow> &all) {
         for (const auto &row : all) {
             if (row.after > 0)
                 after = &row;
@@ -65,8 +61,7 @@ struct Rows {
     bool complete() const { return none && after && !counts.empty(); }
 };
 
-std::string threads_line(const std::vector<ThreadCpu> &threads, double total)
-{
+std::string threads_line(const std::vector<ThreadCpu> &threads, double total) {
     std::string s = cell(total, 0, 1) + "%";
     if (threads.empty())
         return s;
@@ -80,8 +75,7 @@ std::string threads_line(const std::vector<ThreadCpu> &threads, double total)
     return s;
 }
 
-std::string row_json(const ScaleRow &row, const ScaleRow *none)
-{
+std::string row_json(const ScaleRow &row, const ScaleRow *none) {
     std::string s = "{";
     bool first = true;
     for (const auto &f : scale_fields()) {
@@ -116,8 +110,7 @@ std::string row_json(const ScaleRow &row, const ScaleRow *none)
 
 } // namespace
 
-void print_scale(std::FILE *out, const Report &r, const WorkloadReport &w)
-{
+void print_scale(std::FILE *out, const Report &r, const WorkloadReport &w) {
     const ScaleConditions &c = r.scale;
     const Rows rows(w.scale);
     std::fprintf(out,
@@ -199,9 +192,11 @@ void print_scale(std::FILE *out, const Report &r, const WorkloadReport &w)
     };
     std::fprintf(out, "resident memory:\n");
     rss_line("client", none.client_rss_kib, most.client_rss_kib, after.client_rss_kib, none.client_heap_kib,
-             after.client_heap_kib, none.client_heap_free_kib, after.client_heap_free_kib, after.client_rss_trimmed_kib);
+             after.client_heap_kib, none.client_heap_free_kib, after.client_heap_free_kib,
+             after.client_rss_trimmed_kib);
     rss_line("server", none.server_rss_kib, most.server_rss_kib, after.server_rss_kib, none.server_heap_kib,
-             after.server_heap_kib, none.server_heap_free_kib, after.server_heap_free_kib, after.server_rss_trimmed_kib);
+             after.server_heap_kib, none.server_heap_free_kib, after.server_heap_free_kib,
+             after.server_rss_trimmed_kib);
     if (c.idle_s > 0) {
         std::fprintf(out, "idle CPU by thread (busiest first):\n");
         for (const ScaleRow *row : {rows.none, &most, rows.after}) {
@@ -225,8 +220,7 @@ void print_scale(std::FILE *out, const Report &r, const WorkloadReport &w)
                      cell(row->free_us, 9, 1).c_str(), cell(row->passive_free_us, 9, 1).c_str());
 }
 
-std::string scale_json(const Report &r, const WorkloadReport &w)
-{
+std::string scale_json(const Report &r, const WorkloadReport &w) {
     const ScaleConditions &c = r.scale;
     std::string s = "{\"fd_limit\": " + dat2::tools::json_quote(c.fd_limit) +
                     ", \"self\": " + (c.self ? "true" : "false") + ", \"idle_s\": " + json_number(c.idle_s) +
@@ -248,8 +242,7 @@ std::string scale_json(const Report &r, const WorkloadReport &w)
     return s + "]}";
 }
 
-bool write_scale_plot(const std::string &path, const Report &r, std::string *error)
-{
+bool write_scale_plot(const std::string &path, const Report &r, std::string *error) {
     const WorkloadReport *w = nullptr;
     for (const auto &t : r.tests)
         if (t.workload == Workload::Scale)

@@ -16,34 +16,30 @@
 #include <cstdlib>
 #include <cstring>
 
-
 namespace datperf {
 
 // ---- progress line ----------------------------------------------------------------------
 
-void Progress::start(const std::string &label, std::uint64_t total)
-{
+void Progress::start(const std::string &label, std::uint64_t total) {
     label_ = label;
     total_ = total;
     shown_ = false;
     start_ = last_ = Clock::now();
 }
 
-void Progress::tick_slow(std::uint64_t done)
-{
+void Progress::tick_slow(std::uint64_t done) {
     auto now = Clock::now();
     if (now - start_ < std::chrono::seconds(1) || now - last_ < std::chrono::milliseconds(250))
         return;
     last_ = now;
     shown_ = true;
-    std::fprintf(stderr, "\rdatperf: %s: %llu/%llu (%.0f%%)   ", label_.c_str(),
-                 static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
+    std::fprintf(stderr, "\rdatperf: %s: %llu/%llu (%.0f%%)   ", label_.c_str(), static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(total_),
                  total_ ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0);
     std::fflush(stderr);
 }
 
-void Progress::finish()
-{
+void Progress::finish() {
     if (shown_) {
         std::fprintf(stderr, "\r%*s\r", static_cast<int>(label_.size()) + 48, "");
         std::fflush(stderr);
@@ -62,8 +58,7 @@ int recv_depth_for(int window) { return std::max(16, 2 * window); }
 // Creates the data endpoint on `evd_out` and fills the DataPath with what
 // the provider granted (dat_ep_query).
 void create_data_endpoint(Ia &ia, Memory &mem, std::uint64_t max_size, int window, DAT_EVD_HANDLE conn_evd,
-                          OwnedEvd &evd_out, OwnedEp &ep_out, DataPath *d)
-{
+                          OwnedEvd &evd_out, OwnedEp &ep_out, DataPath *d) {
     DAT_EP_ATTR want = endpoint_attr(ia, max_size, recv_depth_for(window), window + 1, window);
     dat_check(dat_evd_create(ia.get(), want.max_recv_dtos + want.max_request_dtos + 16, DAT_HANDLE_NULL,
                              DAT_EVD_DTO_FLAG, evd_out.out()),
@@ -93,8 +88,7 @@ void create_data_endpoint(Ia &ia, Memory &mem, std::uint64_t max_size, int windo
                     " bytes only; the largest size asked for is " + std::to_string(max_size));
 }
 
-CtrlMsg hello_of(const Memory &mem, std::uint64_t max_size, int window, int rdma_read_in)
-{
+CtrlMsg hello_of(const Memory &mem, std::uint64_t max_size, int window, int rdma_read_in) {
     CtrlMsg m = ctrl_message(Msg::Hello);
     m.mem_address = reinterpret_cast<std::uintptr_t>(mem.data());
     m.mem_length = mem.size();
@@ -105,8 +99,7 @@ CtrlMsg hello_of(const Memory &mem, std::uint64_t max_size, int window, int rdma
     return m;
 }
 
-RemoteRegion remote_of(const CtrlMsg &hello)
-{
+RemoteRegion remote_of(const CtrlMsg &hello) {
     RemoteRegion r;
     r.address = hello.mem_address;
     r.length = hello.mem_length;
@@ -114,8 +107,7 @@ RemoteRegion remote_of(const CtrlMsg &hello)
     return r;
 }
 
-int granted_read_in(DAT_EP_HANDLE ep, int fallback)
-{
+int granted_read_in(DAT_EP_HANDLE ep, int fallback) {
     DAT_EP_PARAM p;
     std::memset(&p, 0, sizeof p);
     if (dat_ep_query(ep, DAT_EP_FIELD_ALL, &p) == DAT_SUCCESS && p.ep_attr.max_rdma_read_in > 0)
@@ -127,8 +119,7 @@ int granted_read_in(DAT_EP_HANDLE ep, int fallback)
 
 // ---- server ---------------------------------------------------------------------------------------
 
-int run_server(const Options &opt, const std::string &ia_name, int ready_fd)
-{
+int run_server(const Options &opt, const std::string &ia_name, int ready_fd) {
     const bool loopback = ready_fd >= 0;
     try {
         Events ev(opt.timeout_s);
@@ -175,8 +166,8 @@ int run_server(const Options &opt, const std::string &ia_name, int ready_fd)
         OwnedEvd data_evd;
         OwnedEp data_ep;
         DataPath d;
-        create_data_endpoint(ia, mem, hello.max_size, static_cast<int>(hello.window), conn_evd.get(), data_evd,
-                             data_ep, &d);
+        create_data_endpoint(ia, mem, hello.max_size, static_cast<int>(hello.window), conn_evd.get(), data_evd, data_ep,
+                             &d);
         d.remote = remote_of(hello);
         d.read_depth = std::min<int>(d.read_depth, static_cast<int>(std::max<std::uint32_t>(1, hello.rdma_read_in)));
         ctrl.send(hello_of(mem, hello.max_size, d.request_depth, granted_read_in(d.ep, d.read_depth)), ev);
@@ -227,8 +218,7 @@ int run_server(const Options &opt, const std::string &ia_name, int ready_fd)
 
 namespace {
 
-void resolve(const std::string &host, sockaddr_storage *out)
-{
+void resolve(const std::string &host, sockaddr_storage *out) {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -241,8 +231,7 @@ void resolve(const std::string &host, sockaddr_storage *out)
 }
 
 // A label for the progress line: "pingpong 4k".
-std::string phase_label(const Phase &ph)
-{
+std::string phase_label(const Phase &ph) {
     if (ph.workload == Workload::ConnRate)
         return std::string(info(ph.workload).name) + " " + std::to_string(ph.endpoints) + " endpoints";
     return std::string(info(ph.workload).name) + " " + size_text(ph.size);
@@ -250,16 +239,14 @@ std::string phase_label(const Phase &ph)
 
 } // namespace
 
-SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host,
-                          DAT_CONN_QUAL qual, const ClientHooks &hooks)
-{
+SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host, DAT_CONN_QUAL qual,
+                          const ClientHooks &hooks) {
     Events ev(opt.timeout_s);
     Progress progress(opt.progress > 0);
     Ia ia; // first: everything below is freed before the IA closes
     ia.open(ia_name);
     OwnedEvd conn_evd;
-    dat_check(dat_evd_create(ia.get(), 64, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, conn_evd.out()),
-              "dat_evd_create");
+    dat_check(dat_evd_create(ia.get(), 64, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, conn_evd.out()), "dat_evd_create");
     Control ctrl;
     ctrl.create(ia, conn_evd.get(), opt.timeout_s);
 

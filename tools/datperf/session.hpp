@@ -32,15 +32,13 @@ namespace datperf {
 
 // One DAT handle, freed with Free when the holder goes. A failed free is
 // ignored: the teardown of a benchmark must not hide the error that ended it.
-template <DAT_RETURN (*Free)(DAT_HANDLE)>
-class Owned {
+template <DAT_RETURN (*Free)(DAT_HANDLE)> class Owned {
 public:
     Owned() = default;
     Owned(const Owned &) = delete;
     Owned &operator=(const Owned &) = delete;
     Owned(Owned &&o) noexcept : h_(o.release()) {}
-    Owned &operator=(Owned &&o) noexcept
-    {
+    Owned &operator=(Owned &&o) noexcept {
         if (this != &o) {
             reset();
             h_ = o.release();
@@ -50,19 +48,16 @@ public:
     ~Owned() { reset(); }
 
     DAT_HANDLE get() const { return h_; }
-    DAT_HANDLE *out()
-    {
+    DAT_HANDLE *out() {
         reset();
         return &h_;
     }
-    DAT_HANDLE release()
-    {
+    DAT_HANDLE release() {
         DAT_HANDLE h = h_;
         h_ = DAT_HANDLE_NULL;
         return h;
     }
-    void reset()
-    {
+    void reset() {
         if (h_ != DAT_HANDLE_NULL)
             Free(h_);
         h_ = DAT_HANDLE_NULL;
@@ -82,8 +77,7 @@ using OwnedPz = Owned<dat_pz_free>;
 // ---- time -------------------------------------------------------------------------
 
 using Clock = std::chrono::steady_clock;
-inline double us_between(Clock::time_point a, Clock::time_point b)
-{
+inline double us_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
@@ -106,8 +100,7 @@ public:
     // "clock_gettime" or "TSC (clock_gettime costs 1.02 us a call here)".
     const std::string &description() const { return description_; }
 
-    Stamp now() const
-    {
+    Stamp now() const {
 #if defined(__x86_64__)
         if (tsc_)
             return __rdtsc();
@@ -177,8 +170,7 @@ public:
     void create(Ia &ia, std::size_t len, const char *what);
     unsigned char *data() const { return data_; }
     std::size_t size() const { return len_; }
-    DAT_LMR_TRIPLET iov(std::size_t off, std::size_t len) const
-    {
+    DAT_LMR_TRIPLET iov(std::size_t off, std::size_t len) const {
         DAT_LMR_TRIPLET t;
         t.virtual_address = reinterpret_cast<std::uintptr_t>(data_ + off);
         t.segment_length = static_cast<DAT_SEG_LENGTH>(len);
@@ -200,8 +192,7 @@ struct RemoteRegion {
     std::uint64_t address = 0;
     std::uint64_t length = 0;
     DAT_RMR_CONTEXT rmr_context = 0;
-    DAT_RMR_TRIPLET rmr(std::uint64_t off, std::uint64_t len) const
-    {
+    DAT_RMR_TRIPLET rmr(std::uint64_t off, std::uint64_t len) const {
         DAT_RMR_TRIPLET t;
         t.virtual_address = address + off;
         t.segment_length = static_cast<DAT_SEG_LENGTH>(len);
@@ -220,8 +211,7 @@ public:
     void set_mode(Completion c) { mode_ = c; }
     Completion mode() const { return mode_; }
 
-    void next(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for)
-    {
+    void next(DAT_EVD_HANDLE evd, DAT_EVENT *ev, const char *waiting_for) {
         if (mode_ == Completion::Poll) {
             DAT_RETURN r = dat_evd_dequeue(evd, ev);
             if (r == DAT_SUCCESS)
@@ -232,8 +222,7 @@ public:
         }
     }
     // One dat_evd_dequeue: true with an event, false when the queue is empty.
-    bool poll(DAT_EVD_HANDLE evd, DAT_EVENT *ev)
-    {
+    bool poll(DAT_EVD_HANDLE evd, DAT_EVENT *ev) {
         DAT_RETURN r = dat_evd_dequeue(evd, ev);
         if (r == DAT_SUCCESS)
             return true;
@@ -251,8 +240,7 @@ public:
     };
     // For loops that spin on something else than an EVD (memory): call once
     // per spin; every few thousand spins it checks the deadline.
-    void spin(Spin &s, const char *waiting_for)
-    {
+    void spin(Spin &s, const char *waiting_for) {
         if ((++s.count & 0xfff) == 0)
             check_deadline(s, waiting_for);
     }
@@ -273,8 +261,7 @@ class Progress {
 public:
     explicit Progress(bool enabled) : enabled_(enabled) {}
     void start(const std::string &label, std::uint64_t total);
-    void tick(std::uint64_t done)
-    {
+    void tick(std::uint64_t done) {
         if (enabled_ && (done & 63) == 0)
             tick_slow(done);
     }
@@ -318,9 +305,9 @@ struct CtrlMsg {
     std::uint64_t mem_address;
     std::uint64_t mem_length;
     std::uint32_t rmr_context;
-    std::uint32_t window;          // client: --window; server: what it granted
+    std::uint32_t window; // client: --window; server: what it granted
     std::uint64_t max_size;
-    std::uint32_t rdma_read_in;    // RDMA reads the sender serves at once
+    std::uint32_t rdma_read_in; // RDMA reads the sender serves at once
     // Run: one measurement.
     Workload workload;
     Completion completion;
@@ -460,8 +447,8 @@ struct ClientHooks {
 
 // Connects to the server at `host` (empty: the IA's own address) and
 // measures every workload and size of `opt`. Throws Error.
-SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host,
-                          DAT_CONN_QUAL qual, const ClientHooks &hooks = ClientHooks());
+SessionResults run_client(const Options &opt, const std::string &ia_name, const std::string &host, DAT_CONN_QUAL qual,
+                          const ClientHooks &hooks = ClientHooks());
 
 // The dat.conf entries the registry lists (dat_registry_list_providers).
 std::vector<std::string> registry_names();

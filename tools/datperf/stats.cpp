@@ -12,8 +12,7 @@ namespace {
 
 // Nearest-rank percentile of sorted samples: the smallest sample that at
 // least q of the samples do not exceed.
-double percentile(const std::vector<double> &sorted, double q)
-{
+double percentile(const std::vector<double> &sorted, double q) {
     if (sorted.empty())
         return 0;
     auto rank = static_cast<std::size_t>(std::ceil(q * static_cast<double>(sorted.size())));
@@ -22,8 +21,7 @@ double percentile(const std::vector<double> &sorted, double q)
 
 } // namespace
 
-double median_of(std::vector<double> v)
-{
+double median_of(std::vector<double> v) {
     if (v.empty())
         return 0;
     std::sort(v.begin(), v.end());
@@ -31,8 +29,7 @@ double median_of(std::vector<double> v)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-void fill_latency(std::vector<double> &samples_us, Point *p)
-{
+void fill_latency(std::vector<double> &samples_us, Point *p) {
     p->has_latency = !samples_us.empty();
     if (samples_us.empty())
         return;
@@ -44,8 +41,7 @@ void fill_latency(std::vector<double> &samples_us, Point *p)
     p->avg_us = std::accumulate(samples_us.begin(), samples_us.end(), 0.0) / static_cast<double>(samples_us.size());
 }
 
-Point combine_runs(const std::vector<Point> &runs)
-{
+Point combine_runs(const std::vector<Point> &runs) {
     if (runs.size() == 1)
         return runs.front();
     Point c;
@@ -76,9 +72,9 @@ Point combine_runs(const std::vector<Point> &runs)
     return c;
 }
 
-const std::vector<ScaleField> &scale_fields()
-{
-#define DATPERF_SCALE_FIELD(f) ScaleField{#f, &ScaleRow::f}
+const std::vector<ScaleField> &scale_fields() {
+#define DATPERF_SCALE_FIELD(f)                                                                                         \
+    ScaleField { #f, &ScaleRow::f }
     static const std::vector<ScaleField> fields = {
         DATPERF_SCALE_FIELD(pairs),
         DATPERF_SCALE_FIELD(after),
@@ -112,8 +108,7 @@ const std::vector<ScaleField> &scale_fields()
     return fields;
 }
 
-ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs)
-{
+ScaleRow combine_scale_runs(const std::vector<ScaleRow> &runs) {
     if (runs.empty())
         return ScaleRow{};
     ScaleRow c = runs.front();

@@ -17,8 +17,7 @@
 
 namespace datperf {
 
-long open_fds()
-{
+long open_fds() {
     DIR *d = opendir("/proc/self/fd");
     if (!d)
         return -1;
@@ -30,8 +29,7 @@ long open_fds()
     return n - 1; // the directory's own descriptor
 }
 
-double rss_kib()
-{
+double rss_kib() {
     std::ifstream f("/proc/self/statm");
     long size = 0, resident = 0;
     if (!(f >> size >> resident))
@@ -39,8 +37,7 @@ double rss_kib()
     return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1024.0;
 }
 
-HeapUse heap_use()
-{
+HeapUse heap_use() {
     HeapUse h;
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
     const struct mallinfo2 m = mallinfo2();
@@ -52,15 +49,13 @@ HeapUse heap_use()
     return h;
 }
 
-void trim_heap()
-{
+void trim_heap() {
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
 }
 
-std::string raise_fd_limit()
-{
+std::string raise_fd_limit() {
     rlimit r{};
     if (getrlimit(RLIMIT_NOFILE, &r) != 0)
         return std::string("unknown (getrlimit: ") + std::strerror(errno) + ")";
@@ -75,8 +70,7 @@ std::string raise_fd_limit()
     return "raised from " + text(was) + " to the hard limit " + text(r.rlim_max);
 }
 
-double thread_cpu_seconds(pid_t tid)
-{
+double thread_cpu_seconds(pid_t tid) {
     const std::string dir = "/proc/self/task/" + std::to_string(tid);
     {
         std::ifstream f(dir + "/schedstat");
@@ -107,15 +101,13 @@ double thread_cpu_seconds(pid_t tid)
 
 namespace {
 
-double clock_seconds(clockid_t id)
-{
+double clock_seconds(clockid_t id) {
     timespec ts{};
     clock_gettime(id, &ts);
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-std::string thread_name(pid_t tid)
-{
+std::string thread_name(pid_t tid) {
     std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/comm");
     std::string name;
     std::getline(f, name);
@@ -124,8 +116,7 @@ std::string thread_name(pid_t tid)
 
 } // namespace
 
-CpuSnapshot CpuSnapshot::take()
-{
+CpuSnapshot CpuSnapshot::take() {
     CpuSnapshot s;
     if (DIR *d = opendir("/proc/self/task")) {
         while (dirent *e = readdir(d)) {
@@ -145,14 +136,12 @@ CpuSnapshot CpuSnapshot::take()
     return s;
 }
 
-double CpuSnapshot::process_pct_since(const CpuSnapshot &earlier) const
-{
+double CpuSnapshot::process_pct_since(const CpuSnapshot &earlier) const {
     const double wall = wall_s_ - earlier.wall_s_;
     return wall > 0 ? 100.0 * (cpu_s_ - earlier.cpu_s_) / wall : 0;
 }
 
-std::vector<ThreadCpu> CpuSnapshot::threads_since(const CpuSnapshot &earlier) const
-{
+std::vector<ThreadCpu> CpuSnapshot::threads_since(const CpuSnapshot &earlier) const {
     std::vector<ThreadCpu> out;
     const double wall = wall_s_ - earlier.wall_s_;
     if (wall <= 0)
@@ -169,8 +158,7 @@ std::vector<ThreadCpu> CpuSnapshot::threads_since(const CpuSnapshot &earlier) co
     return out;
 }
 
-void sleep_for_seconds(double seconds)
-{
+void sleep_for_seconds(double seconds) {
     const double until = clock_seconds(CLOCK_MONOTONIC) + seconds;
     for (;;) {
         const double left = until - clock_seconds(CLOCK_MONOTONIC);

@@ -19,22 +19,19 @@ namespace {
 
 enum : DAT_UINT64 { kSendCookie = 1, kRecvCookie, kWriteCookie, kReadCookie };
 
-inline DAT_DTO_COOKIE cookie(DAT_UINT64 v)
-{
+inline DAT_DTO_COOKIE cookie(DAT_UINT64 v) {
     DAT_DTO_COOKIE c;
     c.as_64 = v;
     return c;
 }
 
-[[noreturn]] void bad_completion(const DAT_EVENT &e, const char *during)
-{
+[[noreturn]] void bad_completion(const DAT_EVENT &e, const char *during) {
     throw Error(std::string(during) + ": " + event_text(e) +
                 (e.event_number == DAT_DTO_COMPLETION_EVENT ? " (the connection broke?)" : ""));
 }
 
 // The cookie of a successful DTO completion; anything else ends the run.
-inline DAT_UINT64 completed(const DAT_EVENT &e, const char *during)
-{
+inline DAT_UINT64 completed(const DAT_EVENT &e, const char *during) {
     if (__builtin_expect(e.event_number != DAT_DTO_COMPLETION_EVENT ||
                              e.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS,
                          0))
@@ -52,26 +49,21 @@ struct Poster {
 
     Poster(DataPath &dp, std::uint64_t size)
         : d(dp), send_iov(dp.mem->iov(0, size)), recv_iov(dp.mem->iov(dp.max_size, size)),
-          peer_recv(dp.remote.rmr(dp.max_size, size)), peer_send(dp.remote.rmr(0, size))
-    {
-    }
+          peer_recv(dp.remote.rmr(dp.max_size, size)), peer_send(dp.remote.rmr(0, size)) {}
     void send() { dat_check(dat_ep_post_send(d.ep, 1, &send_iov, cookie(kSendCookie), kFlags), "dat_ep_post_send"); }
     // A send whose successful completion is not reported: the ping-pong's
     // (as ib_send_lat posts its sends unsignalled); the provider takes its
     // record back by itself, and a failure still comes as an event.
-    void send_suppressed()
-    {
+    void send_suppressed() {
         dat_check(dat_ep_post_send(d.ep, 1, &send_iov, cookie(kSendCookie), DAT_COMPLETION_SUPPRESS_FLAG),
                   "dat_ep_post_send");
     }
     void recv() { dat_check(dat_ep_post_recv(d.ep, 1, &recv_iov, cookie(kRecvCookie), kFlags), "dat_ep_post_recv"); }
-    void write()
-    {
+    void write() {
         dat_check(dat_ep_post_rdma_write(d.ep, 1, &send_iov, cookie(kWriteCookie), &peer_recv, kFlags),
                   "dat_ep_post_rdma_write");
     }
-    void read()
-    {
+    void read() {
         dat_check(dat_ep_post_rdma_read(d.ep, 1, &recv_iov, cookie(kReadCookie), &peer_send, kFlags),
                   "dat_ep_post_rdma_read");
     }
@@ -79,8 +71,7 @@ struct Poster {
 
 void ready(Control &ctrl, Events &ev) { ctrl.send(ctrl_message(Msg::Ready), ev); }
 
-void start(Control &ctrl, Events &ev, const Phase &ph)
-{
+void start(Control &ctrl, Events &ev, const Phase &ph) {
     ctrl.send(run_message(ph), ev);
     ctrl.receive(ev, Msg::Ready, "the server's Ready");
 }
@@ -88,8 +79,7 @@ void start(Control &ctrl, Events &ev, const Phase &ph)
 // `samples`: round trips in SampleClock ticks; `first`, `last`: the measured
 // span's ends; `cal`: the clocks at the phase's start.
 Point latency_point(const Phase &ph, std::vector<double> &samples, SampleClock::Stamp first, SampleClock::Stamp last,
-                    const SampleClock::Mark &cal)
-{
+                    const SampleClock::Mark &cal) {
     const double us_per_tick = sample_clock().us_per_tick(cal);
     for (double &s : samples)
         s *= us_per_tick / 2; // one-way
@@ -111,15 +101,13 @@ Point latency_point(const Phase &ph, std::vector<double> &samples, SampleClock::
 // each consumed while fewer than `total` were posted.
 struct RecvCredit {
     std::uint64_t posted = 0, total = 0;
-    void prime(Poster &p, int depth)
-    {
+    void prime(Poster &p, int depth) {
         while (posted < total && posted < static_cast<std::uint64_t>(depth)) {
             p.recv();
             ++posted;
         }
     }
-    void replenish(Poster &p)
-    {
+    void replenish(Poster &p) {
         if (posted < total) {
             p.recv();
             ++posted;
@@ -127,8 +115,7 @@ struct RecvCredit {
     }
 };
 
-Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress)
-{
+Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress) {
     Poster post(d, ph.size);
     const std::uint64_t total = ph.warmup + ph.iters;
     RecvCredit credit{0, total};
@@ -158,8 +145,7 @@ Point client_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, P
     return latency_point(ph, samples, first, last, cal);
 }
 
-void server_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
-{
+void server_pingpong(DataPath &d, Control &ctrl, Events &ev, const Phase &ph) {
     Poster post(d, ph.size);
     const std::uint64_t total = ph.warmup + ph.iters;
     RecvCredit credit{0, total};
@@ -193,12 +179,9 @@ struct WritePingPong {
 
     WritePingPong(DataPath &dp, Events &events, std::uint64_t size)
         : d(dp), ev(events), post(dp, size), incoming(dp.recv_buf() + size - 1), outgoing(dp.send_buf() + size - 1),
-          depth(static_cast<std::uint64_t>(dp.request_depth))
-    {
-    }
+          depth(static_cast<std::uint64_t>(dp.request_depth)) {}
     static unsigned char mark(std::uint64_t i) { return static_cast<unsigned char>(i % 255 + 1); }
-    void write(unsigned char m)
-    {
+    void write(unsigned char m) {
         DAT_EVENT e;
         while (posted - done >= depth) {
             ev.next(d.evd, &e, "an RDMA-write completion");
@@ -209,8 +192,7 @@ struct WritePingPong {
         post.write();
         ++posted;
     }
-    void await(unsigned char m)
-    {
+    void await(unsigned char m) {
         DAT_EVENT e;
         Events::Spin spin;
         while (*incoming != m) {
@@ -222,8 +204,7 @@ struct WritePingPong {
             }
         }
     }
-    void drain()
-    {
+    void drain() {
         DAT_EVENT e;
         while (done < posted) {
             ev.next(d.evd, &e, "an RDMA-write completion");
@@ -233,8 +214,7 @@ struct WritePingPong {
     }
 };
 
-Point client_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress)
-{
+Point client_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress) {
     std::memset(d.recv_buf(), 0, ph.size);
     WritePingPong pp(d, ev, ph.size);
     const std::uint64_t total = ph.warmup + ph.iters;
@@ -261,8 +241,7 @@ Point client_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, 
     return latency_point(ph, samples, first, last, cal);
 }
 
-void server_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
-{
+void server_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph) {
     std::memset(d.recv_buf(), 0, ph.size);
     WritePingPong pp(d, ev, ph.size);
     ready(ctrl, ev);
@@ -280,8 +259,7 @@ void server_write_lat(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
 // `count` operations with at most `window` outstanding; returns when all completed.
 template <typename PostFn>
 void stream(DataPath &d, Events &ev, std::uint64_t count, int window, DAT_UINT64 kind, PostFn post_one,
-            const char *name, Progress &progress, std::uint64_t progress_base)
-{
+            const char *name, Progress &progress, std::uint64_t progress_base) {
     std::uint64_t posted = 0, done = 0;
     const auto w = static_cast<std::uint64_t>(window);
     DAT_EVENT e;
@@ -298,21 +276,23 @@ void stream(DataPath &d, Events &ev, std::uint64_t count, int window, DAT_UINT64
     }
 }
 
-Point client_stream(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress)
-{
+Point client_stream(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress) {
     Poster post(d, ph.size);
     const char *name = info(ph.workload).name;
     start(ctrl, ev, ph);
     auto run = [&](std::uint64_t count, std::uint64_t base) {
         switch (ph.workload) {
         case Workload::WriteBw:
-            stream(d, ev, count, ph.window, kWriteCookie, [&] { post.write(); }, name, progress, base);
+            stream(
+                d, ev, count, ph.window, kWriteCookie, [&] { post.write(); }, name, progress, base);
             break;
         case Workload::ReadBw:
-            stream(d, ev, count, ph.window, kReadCookie, [&] { post.read(); }, name, progress, base);
+            stream(
+                d, ev, count, ph.window, kReadCookie, [&] { post.read(); }, name, progress, base);
             break;
         default:
-            stream(d, ev, count, ph.window, kSendCookie, [&] { post.send(); }, name, progress, base);
+            stream(
+                d, ev, count, ph.window, kSendCookie, [&] { post.send(); }, name, progress, base);
             break;
         }
     };
@@ -333,8 +313,7 @@ Point client_stream(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Pro
     return p;
 }
 
-void server_send_bw(DataPath &d, Control &ctrl, Events &ev, const Phase &ph)
-{
+void server_send_bw(DataPath &d, Control &ctrl, Events &ev, const Phase &ph) {
     Poster post(d, ph.size);
     const std::uint64_t total = ph.warmup + ph.iters;
     RecvCredit credit{0, total};
@@ -358,8 +337,7 @@ struct EndpointSet {
     std::vector<OwnedEp> eps;
     std::unordered_map<DAT_EP_HANDLE, std::size_t> index;
 
-    EndpointSet(Ia &ia, int n)
-    {
+    EndpointSet(Ia &ia, int n) {
         dat_check(dat_evd_create(ia.get(), 2 * n + 16, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, conn_evd.out()),
                   "dat_evd_create");
         dat_check(dat_evd_create(ia.get(), 2 * n + 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, dto_evd.out()),
@@ -367,16 +345,16 @@ struct EndpointSet {
         DAT_EP_ATTR attr = endpoint_attr(ia, 64, 1, 1, 0);
         eps.resize(static_cast<std::size_t>(n));
         for (std::size_t i = 0; i < eps.size(); ++i) {
-            DAT_RETURN r = dat_ep_create(ia.get(), ia.pz(), dto_evd.get(), dto_evd.get(), conn_evd.get(), &attr,
-                                         eps[i].out());
+            DAT_RETURN r =
+                dat_ep_create(ia.get(), ia.pz(), dto_evd.get(), dto_evd.get(), conn_evd.get(), &attr, eps[i].out());
             if (r != DAT_SUCCESS)
-                dat_fail(r, "dat_ep_create", "conn-rate endpoint " + std::to_string(i + 1) + " of " + std::to_string(n));
+                dat_fail(r, "dat_ep_create",
+                         "conn-rate endpoint " + std::to_string(i + 1) + " of " + std::to_string(n));
             index[eps[i].get()] = i;
         }
     }
     // Waits for `n` connection ends (DISCONNECTED or BROKEN).
-    void await_ends(Events &ev, std::size_t n, double timeout_s)
-    {
+    void await_ends(Events &ev, std::size_t n, double timeout_s) {
         DAT_EVENT e;
         for (std::size_t i = 0; i < n; ++i) {
             ev.next_waiting(conn_evd.get(), &e, "the conn-rate connections to close", timeout_s);
@@ -386,8 +364,7 @@ struct EndpointSet {
     }
 };
 
-Point client_conn_rate(Control &ctrl, Events &ev, const Phase &ph, Progress &progress, const ConnRateSetup &cr)
-{
+Point client_conn_rate(Control &ctrl, Events &ev, const Phase &ph, Progress &progress, const ConnRateSetup &cr) {
     const auto n = static_cast<std::size_t>(ph.endpoints);
     EndpointSet set(*cr.ia, ph.endpoints);
     std::vector<Clock::time_point> started(n);
@@ -437,8 +414,7 @@ Point client_conn_rate(Control &ctrl, Events &ev, const Phase &ph, Progress &pro
     return p;
 }
 
-void server_conn_rate(Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr)
-{
+void server_conn_rate(Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr) {
     if (ph.endpoints < 1 || ph.endpoints > 10000)
         throw Error("conn-rate: the client asks for " + std::to_string(ph.endpoints) + " endpoints");
     const auto n = static_cast<std::size_t>(ph.endpoints);
@@ -464,8 +440,7 @@ void server_conn_rate(Control &ctrl, Events &ev, const Phase &ph, const ConnRate
 } // namespace
 
 Point client_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Progress &progress,
-                   const ConnRateSetup &cr)
-{
+                   const ConnRateSetup &cr) {
     switch (ph.workload) {
     case Workload::PingPong: return client_pingpong(d, ctrl, ev, ph, progress);
     case Workload::WriteLat: return client_write_lat(d, ctrl, ev, ph, progress);
@@ -479,8 +454,7 @@ Point client_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, Prog
     throw Error("unknown workload");
 }
 
-void server_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr)
-{
+void server_phase(DataPath &d, Control &ctrl, Events &ev, const Phase &ph, const ConnRateSetup &cr) {
     switch (ph.workload) {
     case Workload::PingPong: server_pingpong(d, ctrl, ev, ph); return;
     case Workload::WriteLat: server_write_lat(d, ctrl, ev, ph); return;
