@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IA: ia_params, fabric/domain/event queue, attributes.
 #include "ofi.hpp"
+#include "fi_attrs.hpp"
 #include "params.hpp"
 #include "sockaddr.hpp"
 
@@ -256,28 +257,10 @@ void OfiTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &p) {
     const std::size_t iov = std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov);
     // RMA posts one remote segment and up to iov_limit local ones.
     const std::size_t rma_iov = iov;
-    a.max_dto_per_ep = 16384;
-    a.max_rdma_read_per_ep_in = 64;
-    a.max_rdma_read_per_ep_out = 64;
-    a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(iov);
-    a.max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(rma_iov);
-    a.max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(rma_iov);
-    a.max_lmr_block_size = 0xffffffffu;
-    a.max_lmr_virtual_address = ~DAT_VADDR(0);
-    a.max_message_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(info_->ep_attr->max_msg_size, 1u << 30));
-    a.max_rdma_size = a.max_message_size;
-    a.max_rdma_read_in = 64;
-    a.max_rdma_read_out = 64;
-    // A bound window is one more registration of the domain (ofi_cq.cpp).
-    const std::size_t mr_count = info_->domain_attr->mr_cnt;
-    a.max_rmrs = mr_count ? static_cast<DAT_COUNT>(std::min<std::size_t>(mr_count, kit::kMaxRmrs)) : kit::kMaxRmrs;
-    a.max_rmr_target_address = ~DAT_VADDR(0);
+    fill_ia_limits(a, *info_, iov, rma_iov);
     if (max_srq_recvs_) // SRQs: shared receive contexts (open())
         a.max_ep_per_srq = static_cast<DAT_COUNT>(
             std::min<std::size_t>(info_->domain_attr->max_ep_srx_ctx, static_cast<std::size_t>(a.max_eps)));
-    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
-    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-    a.zb_supported = DAT_FALSE;
     // A shared receive context belongs to one domain, and a domain is a PZ.
     p.srq_ep_pz_difference_supported = DAT_FALSE;
 }

@@ -4,25 +4,12 @@
 // and RMRs, which libfabric lacks, as registrations of their own.
 #include "ofi.hpp"
 
+#include "fi_attrs.hpp"
 #include "log.hpp"
 
 #include <memory>
 
 namespace dat2::ofi {
-
-namespace {
-std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
-    std::uint64_t access = 0;
-    if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
-        access |= FI_REMOTE_READ;
-    if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
-        access |= FI_REMOTE_WRITE;
-    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC: a fetching atomic reads and writes.
-    if (privileges & DAT_MEM_PRIV_EXTENSION_BASE)
-        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
-    return access;
-}
-} // namespace
 
 // ---- protection zones ----------------------------------------------------------
 // One domain per PZ, made for its first LMR, EP, RMR or SRQ and closed with

@@ -3,6 +3,7 @@
 // adapts to what it gets, its attributes, and the provider's progress on the
 // IA's event loop.
 #include "rdm.hpp"
+#include "fi_attrs.hpp"
 
 #include "log.hpp"
 #include "resources.hpp"
@@ -266,24 +267,7 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
     const std::size_t iov = std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov));
     const std::size_t rma_iov =
         std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->rma_iov_limit ? iov : 1, iov));
-    a.max_dto_per_ep = 16384;
-    a.max_rdma_read_per_ep_in = 64;
-    a.max_rdma_read_per_ep_out = 64;
-    a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(iov);
-    a.max_iov_segments_per_rdma_read = static_cast<DAT_COUNT>(rma_iov);
-    a.max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(rma_iov);
-    a.max_lmr_block_size = 0xffffffffu;
-    a.max_lmr_virtual_address = ~DAT_VADDR(0);
-    a.max_message_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(info_->ep_attr->max_msg_size, 1u << 30));
-    a.max_rdma_size = a.max_message_size;
-    a.max_rdma_read_in = 64;
-    a.max_rdma_read_out = 64;
-    const std::size_t mr_count = info_->domain_attr->mr_cnt;
-    a.max_rmrs = mr_count ? static_cast<DAT_COUNT>(std::min<std::size_t>(mr_count, kit::kMaxRmrs)) : kit::kMaxRmrs;
-    a.max_rmr_target_address = ~DAT_VADDR(0);
-    a.max_rdma_read_per_ep_in_guaranteed = DAT_TRUE;
-    a.max_rdma_read_per_ep_out_guaranteed = DAT_TRUE;
-    a.zb_supported = DAT_FALSE;
+    fill_ia_limits(a, *info_, iov, rma_iov);
 }
 
 // ---- progress ----------------------------------------------------------------------

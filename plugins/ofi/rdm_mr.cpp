@@ -4,23 +4,10 @@
 // registrations of their own of the bound range.
 #include "rdm.hpp"
 
+#include "fi_attrs.hpp"
 #include "log.hpp"
 
 namespace dat2::ofi {
-
-namespace {
-std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
-    std::uint64_t access = 0;
-    if (privileges & DAT_MEM_PRIV_REMOTE_READ_FLAG)
-        access |= FI_REMOTE_READ;
-    if (privileges & DAT_MEM_PRIV_REMOTE_WRITE_FLAG)
-        access |= FI_REMOTE_WRITE;
-    // DAT_IB_MEM_PRIV_REMOTE_ATOMIC: a fetching atomic reads and writes.
-    if (privileges & DAT_MEM_PRIV_EXTENSION_BASE)
-        access |= FI_REMOTE_READ | FI_REMOTE_WRITE;
-    return access;
-}
-} // namespace
 
 // ---- protection zones ------------------------------------------------------------------
 
