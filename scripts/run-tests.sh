@@ -69,9 +69,12 @@ fi
 # here). In this run, the 4-rank test programs are left to run-clients.sh
 # alone (putfence1 alone took 180-210 s under load).
 if [ -e "$out/plain/lib/libdat2.so" ]; then
-  mv2_key=$(bash "$top/tests/clients/build-mvapich2.sh" --key 2>/dev/null)
+  mv2_key=$(bash "$top/tests/clients/build-mvapich2.sh" --key 2>"$out/mpi-key.err")
   mv2_prefix=${DAT2_CLIENT_CACHE:-/var/cache/dat2-clients}/mvapich2-1.9-$mv2_key
-  if [ ! -e "$mv2_prefix/.complete" ] && [ "${DAT2_BUILD_CLIENTS:-0}" != 1 ]; then
+  if [ -z "$mv2_key" ]; then
+    echo "[mpi] SKIP: no MVAPICH2 sources: $(tail -n 1 "$out/mpi-key.err")"
+    skips=$((skips + 1))
+  elif [ ! -e "$mv2_prefix/.complete" ] && [ "${DAT2_BUILD_CLIENTS:-0}" != 1 ]; then
     echo "[mpi] SKIP: MVAPICH2 1.9 is not built in $mv2_prefix (a cold build takes ~53 min on 2 cores);" \
          "build it once with: bash tests/clients/build-mvapich2.sh $out/plain/lib (or DAT2_BUILD_CLIENTS=1 here)"
     skips=$((skips + 1))
