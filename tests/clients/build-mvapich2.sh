@@ -31,51 +31,20 @@ test_programs=(pt2pt/sendrecv1 pt2pt/sendrecv3 pt2pt/pingping pt2pt/anyall pt2pt
     pt2pt/probe-unexp coll/allred coll/bcasttest coll/alltoall1 coll/reduce
     rma/putfence1 rma/getfence1)
 
-die() { echo "build-mvapich2: $*" >&2; exit 1; }
+tool=build-mvapich2
+die() { echo "$tool: $*" >&2; exit 1; }
+. "$here/client-cache.sh"
 [ -r "$tarball" ] || die "no $tarball (set DAT2_CLIENTS_SRC to the directory holding it)"
 [ -r "$patch" ] || die "no $patch"
 
 key=$( (cd "$top" && sha256sum include/dat2/*.h) | sed 's/  include/ include/'
-       sha256sum "$tarball" "$patch" "${BASH_SOURCE[0]}" | awk '{ print $1 }')
+       sha256sum "$tarball" "$patch" "${BASH_SOURCE[0]}" "$here/client-cache.sh" | awk '{ print $1 }')
 key=$(sha256sum <<<"$key" | cut -c1-16)
 if [ "${1:-}" = --key ]; then echo "$key"; exit 0; fi
 
 libdir=$(cd "${1:?usage: build-mvapich2.sh <lib dir holding libdat2.so>}" && pwd)
 [ -e "$libdir/libdat2.so" ] || die "$libdir/libdat2.so missing (build the project first)"
-prefix=$cache/mvapich2-1.9-$key
-mkdir -p "$cache" || die "cannot create $cache (set DAT2_CLIENT_CACHE to a writable directory)"
-
-# One builder at a time per cache; a second caller waits, then finds it built.
-exec 9>"$cache/mvapich2-1.9.lock"
-flock -w 3600 9 || die "another build holds $cache/mvapich2-1.9.lock for over an hour"
-if [ -e "$prefix/.complete" ]; then
-    echo "build-mvapich2: cached: $prefix"
-    echo "$prefix"
-    exit 0
-fi
-
-rm -rf "$prefix"
-log=$cache/mvapich2-1.9-$key.log
-work=$(mktemp -d "${TMPDIR:-/tmp}/mvapich2-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-trap 'exit 143' TERM INT
-echo "build-mvapich2: building $prefix (log: $log)"
-start=$(date +%s)
-steps= # one line per step: its wall and CPU seconds, for build-info.txt
-# step NAME CMD...: runs CMD with its output in the log; a failure shows the
-# log's tail. Reports the step's wall-clock and CPU time (the CPU time says
-# what it costs on an idle machine when the wall-clock time does not).
-step() {
-    local name=$1 t TIMEFORMAT='%0R s (CPU %0U s user, %0S s sys)'; shift
-    echo "---- $name: $*" >>"$log"
-    if ! t=$({ time "$@" >>"$log" 2>&1; } 2>&1); then
-        tail -n 40 "$log" >&2
-        die "$name failed after $t (whole log: $log)"
-    fi
-    echo "build-mvapich2: $name $t"
-    steps+="$name $t"$'\n'
-}
-: >"$log"
+client_cache_open mvapich2-1.9 "$key" 3600
 
 step extract tar -xzf "$tarball" -C "$work"
 cd "$work/mvapich2-1.9"

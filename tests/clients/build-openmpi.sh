@@ -32,51 +32,20 @@ jobs=${DAT2_CLIENT_JOBS:-2}
 tarball=$src/openmpi-1.6.5.tar.gz
 osu_tarball=$src/mvapich2-1.9.tar.gz
 
-die() { echo "build-openmpi: $*" >&2; exit 1; }
+tool=build-openmpi
+die() { echo "$tool: $*" >&2; exit 1; }
+. "$here/client-cache.sh"
 [ -r "$tarball" ] || die "no $tarball (set DAT2_CLIENTS_SRC to the directory holding it)"
 [ -r "$osu_tarball" ] || die "no $osu_tarball (the OSU benchmarks' sources)"
 
 key=$( (cd "$top" && sha256sum include/dat/*.h) | sed 's/  include/ include/'
-       sha256sum "$tarball" "$osu_tarball" "${BASH_SOURCE[0]}" | awk '{ print $1 }')
+       sha256sum "$tarball" "$osu_tarball" "${BASH_SOURCE[0]}" "$here/client-cache.sh" | awk '{ print $1 }')
 key=$(sha256sum <<<"$key" | cut -c1-16)
 if [ "${1:-}" = --key ]; then echo "$key"; exit 0; fi
 
 libdir=$(cd "${1:?usage: build-openmpi.sh <lib dir holding libdat.so>}" && pwd)
 [ -e "$libdir/libdat.so" ] || die "$libdir/libdat.so missing (build the project first)"
-prefix=$cache/openmpi-1.6.5-$key
-mkdir -p "$cache" || die "cannot create $cache (set DAT2_CLIENT_CACHE to a writable directory)"
-
-# One builder at a time per cache; a second caller waits, then finds it built.
-exec 9>"$cache/openmpi-1.6.5.lock"
-flock -w 7200 9 || die "another build holds $cache/openmpi-1.6.5.lock for over two hours"
-if [ -e "$prefix/.complete" ]; then
-    echo "build-openmpi: cached: $prefix"
-    echo "$prefix"
-    exit 0
-fi
-
-rm -rf "$prefix"
-log=$cache/openmpi-1.6.5-$key.log
-work=$(mktemp -d "${TMPDIR:-/tmp}/openmpi-build.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-trap 'exit 143' TERM INT
-echo "build-openmpi: building $prefix (log: $log)"
-start=$(date +%s)
-steps= # one line per step: its wall and CPU seconds, for build-info.txt
-# step NAME CMD...: runs CMD with its output in the log; a failure shows the
-# log's tail. The CPU time says what a step costs on an idle machine when
-# the wall-clock time (on a shared one) does not.
-step() {
-    local name=$1 t TIMEFORMAT='%0R s (CPU %0U s user, %0S s sys)'; shift
-    echo "---- $name: $*" >>"$log"
-    if ! t=$({ time "$@" >>"$log" 2>&1; } 2>&1); then
-        tail -n 40 "$log" >&2
-        die "$name failed after $t (whole log: $log)"
-    fi
-    echo "build-openmpi: $name $t"
-    steps+="$name $t"$'\n'
-}
-: >"$log"
+client_cache_open openmpi-1.6.5 "$key" 7200
 
 # What --with-udapl=DIR wants: DIR/include/dat/udat.h and DIR/lib/libdat.so.
 # Kept in the prefix: Open MPI's wrapper data may name it. libdat2.so.2 is
