@@ -63,11 +63,11 @@ fi
 # MPI over our uDAPL (tests/clients/README.md): MVAPICH2 1.9, built once per
 # machine into DAT2_CLIENT_CACHE (default /var/cache/dat2-clients), runs the
 # OSU benchmarks and its own test programs over ofi-tcp with the plain
-# build's libdat2; each check counts. A cold build takes 53 min of two
-# cores, more than this run may spend: without the cached build the stage
-# is skipped, saying how to build it (or DAT2_BUILD_CLIENTS=1 builds it
-# here). In this run, the 4-rank test programs are left to run-clients.sh
-# alone (putfence1 alone took 180-210 s under load).
+# build's libdat2; each check counts. A cold build takes longer than this
+# whole run may (tests/clients/README.md): without the cached build the
+# stage is skipped, saying how to build it (or DAT2_BUILD_CLIENTS=1 builds
+# it here). The 4-rank test programs, minutes each, are left to
+# run-clients.sh alone.
 if [ -e "$out/plain/lib/libdat2.so" ]; then
   mv2_key=$(bash "$top/tests/clients/build-mvapich2.sh" --key 2>"$out/mpi-key.err")
   mv2_prefix=${DAT2_CLIENT_CACHE:-/var/cache/dat2-clients}/mvapich2-1.9-$mv2_key
