@@ -9,7 +9,7 @@ packages=(
   libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-providers rdmacm-utils
   libdapl2 libdapl-dev dapl2-utils
   iproute2 procps
-  gnuplot-nox valgrind heaptrack
+  gnuplot-nox valgrind heaptrack gdb
   # MVAPICH2's autogen; Open MPI 1.6.5's wants autoconf 2.69 and flex
   # (tests/clients/build-mvapich2.sh, build-openmpi.sh)
   autoconf autoconf2.69 automake libtool libltdl-dev flex

@@ -44,7 +44,10 @@ verdict_fail() {
     [ -n "${stacks:-}" ] && server_stacks
     exit 1
 }
-# start_server PROBE PORT CMD...: runs CMD line-buffered, waits until
+# start_server PROBE PORT CMD...: runs CMD line-buffered (for at most
+# $server_limit s, default 120; stderr left unbuffered, as glibc has it:
+# malloc_stats, which run_soak calls, would otherwise take the buffer from
+# malloc under its own arena locks and hang), waits until
 # `PROBE PORT` says it listens (tcp_listening, or the caller's $dat_listening
 # for the transport's own listeners). With $server_cpu (run_client:
 # $client_cpu) set, the peer runs on that CPU only (taskset).
@@ -52,8 +55,8 @@ start_server() {
     local probe=$1 port=$2; shift 2
     server_cmd="$*"
     $probe "$port" && verdict_fail "port $port is already in use before the server starts"
-    timeout -k 5 120 ${peer_preload:+env LD_PRELOAD=$peer_preload} ${server_cpu:+taskset -c $server_cpu} \
-        stdbuf -oL -eL "$@" >"$sout" 2>&1 &
+    timeout -k 5 "${server_limit:-120}" ${peer_preload:+env LD_PRELOAD=$peer_preload} ${server_cpu:+taskset -c $server_cpu} \
+        stdbuf -oL "$@" >"$sout" 2>&1 &
     spid=$!
     await_server "$server_wait" $probe "$port"
     case $? in
@@ -405,45 +408,61 @@ run_transaction_rsp() {
 # ---- load and soak ---------------------------------------------------------------
 # dapltest transaction tests with 8 threads x 8 endpoints and data validation
 # (-V), client round after client round against one server for
-# $soak_seconds and at least three rounds. Resident memory and open
-# descriptors come from /proc: the server's after the second round (warm,
-# see below) and after the last, each client's
-# 3 s into its round (connected, buffers registered, warm) against the most
-# it reaches later in the round (sampled every 0.5 s). Growth beyond
-# $soak_rss_kib KiB (the server), $soak_client_rss_kib KiB (a client, whose
-# allocator is still warming up) or $soak_fds descriptors fails: every round moves ~3 GB
-# in ~700k operations over 64 connections, so a leak per operation, or of a
-# few KiB per connection on the server, shows.
+# $soak_seconds and at least three rounds: every round moves ~3 GB in ~700k
+# operations over 64 connections, so a leak per operation or per connection
+# shows. The server is sampled between rounds (the client's 64 connections
+# gone), from the end of round 2 (warm: each PZ is a libfabric domain of its
+# own, opened and closed by every client round) to the last:
+# - its heap in use, glibc's own count (malloc_stats, called through gdb):
+#   beyond $soak_heap_kib KiB fails, a leak of 4 KiB per connection;
+# - its resident memory once malloc_trim(0) has given back what malloc keeps
+#   free: beyond $soak_rss_kib KiB fails, memory held outside malloc. Not
+#   the plain RSS: the server's threads spread their blocks over glibc's
+#   arenas, which keep the pages of freed blocks, so the RSS rose 1-2 MiB a
+#   round with the heap in use flat;
+# - its threads and open descriptors: beyond $soak_fds fails.
+# Each client is sampled 3 s into its round (connected, buffers registered,
+# warm) against the most it reaches later in the round (every 0.5 s):
+# RSS beyond $soak_client_rss_kib KiB (its allocator is still warming up) or
+# descriptors beyond $soak_fds fail. The heap in use is also judged under
+# heaptrack, which sees every allocation, by dapltest-soak-heap (below).
 : "${soak_seconds:=60}"
 : "${soak_iterations:=1500}" # per round; ~10 s each on the 2-core CI machine
-# glibc's malloc raises its mmap threshold to the size of the first mapped
-# block freed: libfabric's tcp endpoint takes two 459200-byte buffer pools
-# per endpoint, so from the second connection on those came from the arenas,
-# which kept them (the server's RSS rose 8-38 MiB over 7 rounds with the 2
-# CPUs busy, though heaptrack showed its heap in use back at 2.3 MiB after
-# every round). A fixed threshold (the default, 128 KiB, set by tunable)
-# keeps large blocks mapped and unmapped on free, so the RSS follows what is
-# held: 24.0 -> 25.1 MiB over 8 rounds with both CPUs busy. A leak per
-# connection of ~8 KiB (64 connections a round) then fails this bound; the
-# heap in use is judged exactly by dapltest-soak-heap (run_soak_heap, below).
-# The server is judged from the end of round 2: each PZ is a libfabric
-# domain of its own, opened and closed by every client round, and glibc's
-# arenas take the shape of the rounds over two of them (the heap in use
-# stays flat, which dapltest-soak-heap checks).
+# A fixed mmap threshold (the default, 128 KiB, set by tunable): glibc
+# otherwise raises it to the size of the first mapped block freed, and
+# libfabric's tcp endpoint takes two 459200-byte buffer pools per endpoint.
 soak_tunables=glibc.malloc.mmap_threshold=131072
-: "${soak_rss_kib:=4096}"
+: "${soak_heap_kib:=256}"
+: "${soak_rss_kib:=6144}"
 : "${soak_client_rss_kib:=8192}"
 : "${soak_fds:=2}"
 proc_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 proc_fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
+proc_threads() { awk '/^Threads:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
+# server_heap PID: trims PID's heap and prints "HEAP_KIB RSS_KIB" (heap in
+# use from malloc_stats' total, which the server prints on its stderr, $sout).
+server_heap() {
+    local totals0 heap
+    totals0=$(grep -c "^Total (incl. mmap):" "$sout")
+    timeout 30 gdb -p "$1" -batch -ex 'call (int)malloc_trim(0)' -ex 'call (void)malloc_stats()' </dev/null \
+        >"$tmp/gdb.out" 2>&1 || { echo "gdb -p $1 failed: $(grep -vE "^\[New LWP|^\[Thread|^Using host|^[0-9]+\s" "$tmp/gdb.out" | tail -n 8)" >&2; return 1; }
+    wait_until 5 eval '[ "$(grep -c "^Total (incl. mmap):" "$sout")" -gt "$totals0" ]' \
+        || { echo "no malloc_stats total from the server after gdb: $(tail -n 2 "$tmp/gdb.out")" >&2; return 1; }
+    sleep 0.2
+    heap=$(awk '/^Total \(incl. mmap\):/ { t = 1; next } t && /^in use bytes/ { v = $NF; t = 0 } END { print v }' "$sout")
+    [ -n "$heap" ] || { echo "no 'in use bytes' after malloc_stats' total" >&2; return 1; }
+    echo "$((heap / 1024)) $(proc_rss "$1")"
+}
 soak_ops="client RW 4096 1 server RW 2048 4 client SR 1024 4 server SR 4096 2"
 soak_server_count() { grep -c "Server: Transaction Test Finished for this client" "$sout"; }
 soak_server_done() { [ "$(soak_server_count)" -ge "$soak_finished" ]; }
 run_soak() {
     local srv start now round=0 cpid_real rc
-    local s_rss0= s_fds0= s_rss1 s_fds1 c_rss0 c_fds0 c_rss1 c_fds1 worst_c_rss=0 worst_c_fds=0 rounds_judged=0
+    local s_heap0= s_rss0= s_fds0= s_thr0= s_heap1 s_rss1 s_fds1 s_thr1 c_rss0 c_fds0 c_rss1 c_fds1 worst_c_rss=0 worst_c_fds=0 rounds_judged=0
     export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$soak_tunables
-    dapltest_server
+    command -v gdb >/dev/null || fail "gdb not installed (apt-get install gdb): the soak reads the server's heap through it"
+    # Within dapl_peers.sh's own limit for the soak (240 s).
+    server_limit=230 dapltest_server
     srv=$(pgrep -P "$spid" | head -n 1)
     [ -n "$srv" ] && [ -d "/proc/$srv" ] || verdict_fail "cannot find the dapltest server process under $spid"
     start=$(date +%s)
@@ -485,18 +504,23 @@ run_soak() {
         fi
         # The server between rounds: all 64 of the client's connections gone.
         sleep 0.5
-        s_rss1=$(proc_rss "$srv") s_fds1=$(proc_fds "$srv")
-        [ -n "$s_rss1" ] || verdict_fail "soak round $round: the server process is gone"
-        if [ "$round" = 2 ]; then s_rss0=$s_rss1 s_fds0=$s_fds1; fi
-        echo "soak round $round: server RSS $s_rss1 KiB, fds $s_fds1"
+        [ -d "/proc/$srv" ] || verdict_fail "soak round $round: the server process is gone"
+        read -r s_heap1 s_rss1 < <(server_heap "$srv" 2>"$tmp/heap.err") \
+            || verdict_fail "soak round $round: cannot read the server's heap: $(cat "$tmp/heap.err")"
+        s_fds1=$(proc_fds "$srv") s_thr1=$(proc_threads "$srv")
+        if [ "$round" = 2 ]; then s_heap0=$s_heap1 s_rss0=$s_rss1 s_fds0=$s_fds1 s_thr0=$s_thr1; fi
+        echo "soak round $round: server heap in use $s_heap1 KiB, RSS after malloc_trim $s_rss1 KiB, fds $s_fds1, threads $s_thr1"
         now=$(date +%s)
         [ $((now - start)) -ge "$soak_seconds" ] && [ "$round" -ge 3 ] && break
     done
     [ "$rounds_judged" -ge 1 ] || verdict_fail "soak: no client round lived long enough to be sampled twice"
     echo "soak: $round rounds (8 threads x 8 EPs, -V) in $((now - start)) s; server after round 2 -> after round $round:" \
-         "RSS $s_rss0 -> $s_rss1 KiB, fds $s_fds0 -> $s_fds1; clients' worst growth within a round: RSS +$worst_c_rss KiB, fds +$worst_c_fds"
-    [ $((s_rss1 - s_rss0)) -le "$soak_rss_kib" ] || verdict_fail "soak: server RSS grew by $((s_rss1 - s_rss0)) KiB (bound $soak_rss_kib)"
+         "heap in use $s_heap0 -> $s_heap1 KiB, trimmed RSS $s_rss0 -> $s_rss1 KiB, fds $s_fds0 -> $s_fds1, threads $s_thr0 -> $s_thr1;" \
+         "clients' worst growth within a round: RSS +$worst_c_rss KiB, fds +$worst_c_fds"
+    [ $((s_heap1 - s_heap0)) -le "$soak_heap_kib" ] || verdict_fail "soak: the server's heap in use grew by $((s_heap1 - s_heap0)) KiB (bound $soak_heap_kib)"
+    [ $((s_rss1 - s_rss0)) -le "$soak_rss_kib" ] || verdict_fail "soak: the server's RSS after malloc_trim grew by $((s_rss1 - s_rss0)) KiB (bound $soak_rss_kib)"
     [ $((s_fds1 - s_fds0)) -le "$soak_fds" ] || verdict_fail "soak: server open descriptors grew by $((s_fds1 - s_fds0)) (bound $soak_fds)"
+    [ $((s_thr1 - s_thr0)) -le "$soak_fds" ] || verdict_fail "soak: the server's threads grew by $((s_thr1 - s_thr0)) (bound $soak_fds)"
     [ "$worst_c_rss" -le "$soak_client_rss_kib" ] || verdict_fail "soak: a client's RSS grew by $worst_c_rss KiB within its round (bound $soak_client_rss_kib)"
     [ "$worst_c_fds" -le "$soak_fds" ] || verdict_fail "soak: a client's open descriptors grew by $worst_c_fds within its round (bound $soak_fds)"
     echo "RESULT $case $((now - start)) s"
