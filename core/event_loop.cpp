@@ -21,7 +21,7 @@ struct EventLoop::Watch {
 struct EventLoop::Timer {
     Handler fn;
     bool armed = false;
-    bool live = true;
+    bool freed_by_own_handler = false; // the loop deletes it when the handler returns
     Deadline when = Deadline::never();
 };
 
@@ -150,10 +150,12 @@ void EventLoop::timer_free(Timer *t) {
     if (t->armed)
         timers_.erase({t->when, t});
     t->armed = false;
-    t->live = false;
+    if (on_loop_thread() && running_ == t) {
+        t->freed_by_own_handler = true;
+        return;
+    }
+    // Another thread: once the handler returned, the loop no longer looks at it.
     wait_not_running(lock, t);
-    if (running_ == t)
-        return; // freed by the loop when its handler returns
     delete t;
 }
 
@@ -246,8 +248,8 @@ void EventLoop::run() {
             t->fn();
             std::lock_guard<std::mutex> lock(mu_);
             leave_handler();
-            if (!t->live)
-                delete t; // timer_free() from its own handler
+            if (t->freed_by_own_handler)
+                delete t;
         }
         std::vector<Handler> work;
         {
