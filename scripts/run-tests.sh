@@ -13,7 +13,7 @@ declare -a failures=()
 # ctest_in DIR LABEL [ctest args]: runs a suite, adds its counts.
 ctest_in() {
   local dir=$1 label=$2; shift 2
-  local log="$out/$label.ctest.log"
+  local log="$out/$label.ctest.log" t0=$SECONDS
   (cd "$dir" && ctest -j"$(nproc)" --output-on-failure --timeout 600 "$@") >"$log" 2>&1
   local summary
   summary=$(grep -E "tests passed, [0-9]+ tests failed out of" "$log" | tail -1)
@@ -27,7 +27,7 @@ ctest_in() {
   local skipped
   skipped=$(grep -cE "^\s+[0-9]+ - .*\(Skipped\)" "$log")
   passed=$((passed + total - fail - skipped)); failed=$((failed + fail)); skips=$((skips + skipped))
-  echo "[$label] $summary ($skipped skipped)"
+  echo "[$label] $summary ($skipped skipped; $((SECONDS - t0)) s)"
   if [ "$fail" != 0 ]; then
     grep -E "^\s+[0-9]+ - " "$log" | sed "s/^/[$label] FAILED /"
     sed -n '/The following tests FAILED/q;/\*\*\*Failed\|Failure\|FAIL:/,+15p' "$log" | head -80
@@ -36,12 +36,13 @@ ctest_in() {
 }
 
 build() { # dir label cmake-args...
-  local dir=$1 label=$2; shift 2
+  local dir=$1 label=$2 t0=$SECONDS; shift 2
   echo "[$label] building in $dir"
   if ! bash "$top/scripts/build.sh" "$dir" "$@" >"$out/$label.build.log" 2>&1; then
     echo "[$label] BUILD FAILED"; tail -30 "$out/$label.build.log"; failed=$((failed + 1)); failures+=("$label: build"); return 1
   fi
   grep -E "warning" "$out/$label.build.log" | head -20
+  echo "[$label] built in $((SECONDS - t0)) s"
   return 0
 }
 
@@ -54,8 +55,10 @@ build "$out/plain" plain && ctest_in "$out/plain" plain
 # more), their file lists, lintian, and an install and removal in an overlay
 # of this machine's root. Its own stage: too long for the plain ctest run.
 echo "[package] Debian packages: build, file lists, lintian, install and removal (tests/packaging/deb_package.sh)"
+t0=$SECONDS
 if bash "$top/tests/packaging/deb_package.sh" "$top" >"$out/package.log" 2>&1; then
   passed=$((passed + 1)); grep -E "^package build:" "$out/package.log" | sed 's/^/[package] /'
+  echo "[package] passed in $((SECONDS - t0)) s"
 else
   failed=$((failed + 1)); failures+=("package"); grep -E "^(FAIL|skip)" "$out/package.log" | head -40; tail -n 20 "$out/package.log"
 fi
@@ -120,6 +123,7 @@ echo "[vm] rxe0 smoke: perftest, rping, OFED dtest/dapltest (tests/vm/vm-smoke.s
 # --rw: the checkout may live under /tmp, which the guest has its own of.
 if bash "$top/tests/vm/rxe-vm.sh" --rw "$top" -- bash "$top/tests/vm/vm-smoke.sh" >"$out/vm-smoke.log" 2>&1; then
   passed=$((passed + 1)); grep -E "^vm-smoke:" "$out/vm-smoke.log" | tail -1 | sed 's/^/[vm] /'
+  grep -E "^rxe-vm: .* in all" "$out/vm-smoke.log" | tail -1 | sed 's/^/[vm] /'
 else
   failed=$((failed + 1)); failures+=("vm-smoke"); tail -n 60 "$out/vm-smoke.log"
 fi
@@ -133,6 +137,7 @@ if [ -x "$out/plain/bin/conformance_ia_test" ] &&
    bash "$top/tests/vm/rxe-vm.sh" "${rw[@]}" -- bash "$top/tests/vm/verbs-suite.sh" "$out/plain" >"$out/verbs-suite.log" 2>&1; then
   line=$(grep -E "^---- verbs suite:" "$out/verbs-suite.log" | tail -1)
   echo "[vm] ${line#---- }"
+  grep -E "^rxe-vm: .* in all" "$out/verbs-suite.log" | tail -1 | sed 's/^/[vm] /'
   n=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line"); s=$(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line")
   passed=$((passed + ${n:-0})); skips=$((skips + ${s:-0}))
 else
