@@ -327,7 +327,7 @@ private:
     // EP's records were rebuilt), counted as with the provider.
     RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
     void give_back_ctx(RdmCtx &c); // the post failed
-    void retire_block(RdmEp &rep);
+    void retire_block(RdmEp &rep); // mu_ held
     void cancel_receives(RdmEp &rep);                                       // mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
     void av_release(RdmDomain &dom, const std::string &name);               // mu_ held
@@ -410,6 +410,10 @@ private:
     std::uint64_t next_ep_id_ = 1;
     using FabricEpKey = std::tuple<RdmDomain *, kit::Evd *, kit::Evd *>;
     std::map<FabricEpKey, std::unique_ptr<RdmFabricEp>> fabric_eps_;
+    // Retired blocks with operations still with the provider, one reference
+    // each (the EP's, handed over): freed once only that one is left, or
+    // with the transport, whose endpoints no longer complete anything.
+    std::vector<RdmCtxBlock *> retired_blocks_;
     static constexpr std::size_t kAvIdleEntries = 64;
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one

@@ -6,6 +6,7 @@
 
 #include "log.hpp"
 
+#include <algorithm>
 #include <thread>
 
 namespace dat2::ofi {
@@ -286,11 +287,22 @@ void RdmTransport::give_back_ctx(RdmCtx &c) {
 }
 
 void RdmTransport::retire_block(RdmEp &rep) {
-    if (!rep.block)
+    RdmCtxBlock *b = rep.block;
+    if (!b)
         return;
-    rep.block->retired.store(true, std::memory_order_release);
-    rep.block->release();
     rep.block = nullptr;
+    b->retired.store(true, std::memory_order_release);
+    // Nothing takes a reference to a retired block: one left is the list's.
+    auto freed = [](RdmCtxBlock *r) {
+        if (r->refs.load(std::memory_order_acquire) != 1)
+            return false;
+        r->release();
+        return true;
+    };
+    retired_blocks_.erase(std::remove_if(retired_blocks_.begin(), retired_blocks_.end(), freed),
+                          retired_blocks_.end());
+    if (!freed(b))
+        retired_blocks_.push_back(b);
 }
 
 void RdmTransport::cancel_receives(RdmEp &rep) {

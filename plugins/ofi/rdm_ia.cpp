@@ -244,6 +244,9 @@ RdmTransport::~RdmTransport() {
         fi_close(&dom->domain->fid);
     }
     domains_.clear();
+    for (RdmCtxBlock *b : retired_blocks_)
+        delete b;
+    retired_blocks_.clear();
     if (fabric_)
         fi_close(&fabric_->fid);
     if (info_)
