@@ -29,7 +29,7 @@ ctest_in() {
   passed=$((passed + total - fail - skipped)); failed=$((failed + fail)); skips=$((skips + skipped))
   echo "[$label] $summary ($skipped skipped; $((SECONDS - t0)) s)"
   if [ "$fail" != 0 ]; then
-    grep -E "^\s+[0-9]+ - " "$log" | sed "s/^/[$label] FAILED /"
+    grep -E "^\s+[0-9]+ - " "$log" | grep -vE "\((Disabled|Skipped)\)" | sed "s/^/[$label] FAILED /"
     sed -n '/The following tests FAILED/q;/\*\*\*Failed\|Failure\|FAIL:/,+15p' "$log" | head -80
     failures+=("$label")
   fi
