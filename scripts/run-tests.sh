@@ -50,10 +50,10 @@ start=$(date +%s)
 # The conformance suites run over ofi-tcp, and over the RDM transport
 # (conformance_*_ofi-shm, _ofi-rxm) in the plain build, _ofi-shm in ASan
 # (tests/conformance/CMakeLists.txt says why not more).
-# The conformance suites wait on the network and on timers most of the
-# time: three at once on two cores.
-build "$out/plain" plain && jobs=3 ctest_in "$out/plain" plain-conformance -L conformance \
-  && ctest_in "$out/plain" plain -LE conformance
+# Three tests at once on two cores: the conformance suites wait on the
+# network and on timers most of the time, and the peer programs, which
+# share fixed ports, run one at a time beside them.
+build "$out/plain" plain && jobs=3 ctest_in "$out/plain" plain
 # The Debian packages (5-9 minutes: dpkg-buildpackage builds the tree once
 # more), their file lists, lintian, and an install and removal in an overlay
 # of this machine's root. Its own stage: too long for the plain ctest run.
@@ -117,7 +117,10 @@ build "$out/asan" asan -DDAT2_SANITIZE=address,undefined -DDAT2_PEER_TESTS=OFF \
      ctest_in "$out/asan" asan -LE conformance
 build "$out/tsan" tsan -DDAT2_SANITIZE=thread -DDAT2_PEER_TESTS=OFF \
   && echo "[tsan] PeerDeathTest, DtoStoppedPeerTest and ForkTest run in plain and asan only: they fork a process after threads exist, which TSan cannot follow" \
-  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp ctest_in "$out/tsan" tsan -E "PeerDeathTest|DtoStoppedPeerTest|ForkTest"
+  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp \
+     jobs=3 ctest_in "$out/tsan" tsan-conformance -L conformance -E "PeerDeathTest|DtoStoppedPeerTest|ForkTest" \
+  && TSAN_OPTIONS=halt_on_error=1:intercept_send=0:suppressions=$top/tests/tsan.supp \
+     ctest_in "$out/tsan" tsan -LE conformance -E "PeerDeathTest|DtoStoppedPeerTest|ForkTest"
 build "$out/fuzz" fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
       -DDAT2_BUILD_TESTS=OFF -DDAT2_BUILD_FUZZERS=ON -DDAT2_FUZZ_SECONDS="${DAT2_FUZZ_SECONDS:-30}" \
   && ctest_in "$out/fuzz" fuzz -V
