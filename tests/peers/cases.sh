@@ -418,8 +418,8 @@ run_transaction_rsp() {
 # - its resident memory once malloc_trim(0) has given back what malloc keeps
 #   free: beyond $soak_rss_kib KiB fails, memory held outside malloc. Not
 #   the plain RSS: the server's threads spread their blocks over glibc's
-#   arenas, which keep the pages of freed blocks, so the RSS rose 1-2 MiB a
-#   round with the heap in use flat;
+#   arenas, which keep the pages of freed blocks, so the RSS grows while
+#   the heap in use does not;
 # - its threads and open descriptors: beyond $soak_fds fails.
 # Each client is sampled 3 s into its round (connected, buffers registered,
 # warm) against the most it reaches later in the round (every 0.5 s):
