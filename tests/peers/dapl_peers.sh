@@ -23,6 +23,14 @@
 # dtest uses fixed ports 15828 (side channel) and 45248, dapltest 62000: the
 # cases cannot run in parallel (ctest: RESOURCE_LOCK dapl_ports).
 set -u
+# The fixed ports (and dapltest -T L's 100 listeners at 43414..43513) lie in
+# the kernel's ephemeral range, where any test running beside a case may
+# hold one for a connection of its own: as root, each case gets a network
+# namespace of its own with only loopback in it.
+if [ -z "${DAPL_PEER_NETNS:-}" ] && [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
+    export DAPL_PEER_NETNS=private
+    exec unshare -n bash -c 'ip link set lo up && exec bash "$@"' bash "${BASH_SOURCE[0]}" "$@"
+fi
 # Absolute: peers_start enters a scratch directory before cases.sh is read.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
@@ -77,7 +85,7 @@ export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo FI_NET_IFACE=lo
 resolved=$(ldd "$(command -v dtest)" | awk '$1 == "libdat2.so.2" { print $3 }')
 [ "$(readlink -f "$resolved")" = "$(readlink -f "$want_dat2")" ] \
     || fail "pairing $pairing: dtest resolves libdat2.so.2 to '$resolved', expected $want_dat2"
-echo "pairing $pairing: libdat2 $resolved, plugin $plugin, IA $ia, case $case"
+echo "pairing $pairing: libdat2 $resolved, plugin $plugin, IA $ia, case $case, network namespace ${DAPL_PEER_NETNS:-shared (not root)}"
 
 # shellcheck source=cases.sh
 dat_listening=tcp_listening # our libfabric tcp listeners are sockets
