@@ -48,6 +48,7 @@ DAT_RETURN check_private_data(const Ia &ia, DAT_COUNT size, const void *data, in
 // posted completes (flushed, in posting order), then the event.
 void report_connection_end(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t pdata_len) {
     ep_drain_completions(ep);
+    ep_await_writers(ep);
     ep_flush_outstanding(ep);
     ep_post_connection_event(ep, number, pdata, pdata_len);
 }

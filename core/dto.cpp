@@ -359,6 +359,40 @@ void ep_drain_completions(Ep &ep) {
     });
 }
 
+void ep_await_writers(Ep &ep) {
+    Transport &t = *ep.ia->transport;
+    std::size_t left = t.ops_writing_memory(ep);
+    if (left == 0)
+        return;
+    // A matched message or a read being served completes within the
+    // peer's next progress round; a peer that stopped progressing (alive
+    // but not reading its queues) must not hold a disconnect or a
+    // dat_ep_free for longer than this.
+    constexpr auto kWritersGrace = std::chrono::seconds(2);
+    const auto deadline = std::chrono::steady_clock::now() + kWritersGrace;
+    for (;;) {
+        // Unconditional (not ep_drain_completions): a cancelled receive's
+        // completion must be read even when no record counts as posted.
+        with_evds(ep, [](Evd &evd) {
+            {
+                std::lock_guard<Lock> lock(evd.mu);
+                evd_drain_all_locked(evd);
+            }
+            evd_wake(evd);
+        });
+        left = t.ops_writing_memory(ep);
+        if (left == 0)
+            return;
+        if (std::chrono::steady_clock::now() >= deadline)
+            break;
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    DAT2_ERR("EP %p: %zu operation(s) may still write into the consumer's memory %lld ms after the connection "
+             "ended or the EP was closed (the peer does not progress): reported flushed anyway\n",
+             static_cast<void *>(&ep), left,
+             static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(kWritersGrace).count()));
+}
+
 void ep_flush_outstanding(Ep &ep) {
     {
         // Receives the transport never had are flushed with the rest below.

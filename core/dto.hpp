@@ -54,6 +54,10 @@ void ep_flush_outstanding(Ep &ep);
 // Moves every completion queued for the EP's EVDs into their FIFOs; none
 // when the EP has no DTO outstanding (ep_may_have_completions).
 void ep_drain_completions(Ep &ep);
+// Reads the EP's completions until the transport no longer writes into
+// the consumer's memory for it (Transport::ops_writing_memory), at most
+// kWritersGrace; a log line names what is left after that.
+void ep_await_writers(Ep &ep);
 // Whether a completion of one of the EP's DTOs may be queued at the
 // transport or still come: a DTO is outstanding, or the EP has an SRQ.
 bool ep_may_have_completions(Ep &ep);

@@ -96,6 +96,7 @@ void ep_release_all(Ep &ep) {
     }
     ia.loop->timer_free(timer);
     ia.transport->ep_close(ep);
+    ep_await_writers(ep);
     ep_drain_completions(ep);
     ia.transport->ep_free(ep);
     if (ep.cr) {

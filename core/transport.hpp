@@ -154,12 +154,24 @@ public:
     // its receives from an SRQ.
     virtual DAT_RETURN ep_open(Ep &ep, void *&tp) = 0;
     // Afterwards no completion of this EP is added to any queue and none of
-    // its buffers is touched; completions already queued may still name its
-    // records (the kit reads them in before ep_free()).
+    // its buffers is touched but by the operations ops_writing_memory()
+    // counts; completions already queued may still name its records (the
+    // kit reads them in before ep_free()).
     virtual void ep_close(Ep &ep) = 0;
     // Frees ep.tp, after ep_close() and after the kit read every queued
     // completion of the EP.
     virtual void ep_free(Ep &) {}
+    // Operations of the EP that the library under the transport may still
+    // write into the consumer's memory (receives, RDMA reads, fetching
+    // atomics) after the transport ended the connection or closed the EP
+    // and cancelled what it could: a receive already matched to a message
+    // that is being read into its buffer cannot be taken back. The kit
+    // reads completions until none is left (bounded) before it reports the
+    // EP's records flushed or lets dat_ep_free return, since the consumer
+    // may reuse or free those buffers then. A transport whose library
+    // completes every operation when the connection ends or the endpoint
+    // closes (a queue pair, a connected endpoint) keeps the default.
+    virtual std::size_t ops_writing_memory(Ep &) { return 0; }
     // dat_ep_reset: drops the connection's resources so the EP can connect again.
     virtual void ep_reset(Ep &ep) = 0;
 

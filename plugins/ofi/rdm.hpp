@@ -53,6 +53,7 @@ struct RdmCtx {
     RdmCtxBlock *block = nullptr;
     std::uint8_t left = 0;    // parts not completed yet
     bool recv_posted = false; // a receive with the provider: cancelled when the connection ends
+    bool writes_memory = false; // a receive, RDMA read or fetching atomic: counted in block->writing
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
 };
 
@@ -65,6 +66,12 @@ struct RdmCtx {
 struct RdmCtxBlock {
     std::atomic<int> refs{1}; // the EP's, plus one per operation with the provider
     std::atomic<bool> retired{false};
+    // Operations with the provider that write into the consumer's memory
+    // (Transport::ops_writing_memory).
+    std::atomic<int> writing{0};
+    // The connection broke because the peer left an RMA unanswered
+    // (progress_round): it does not progress, and nobody waits for it.
+    std::atomic<bool> peer_stalled{false};
     kit::Op *base = nullptr; // ep.ops.data() when made
     std::size_t n = 0;       // records; ctx holds two more, the connection's hello (kHelloRecv, kHelloSend)
     std::unique_ptr<RdmCtx[]> ctx;
@@ -126,6 +133,9 @@ struct RdmEp {
     std::string peer_name;         // its address vector entry (counted, rdm_cm.cpp)
     RdmDomain *peer_dom = nullptr; // the domain whose address vector holds it
     RdmCtxBlock *block = nullptr;
+    // ep_close's retired block, with a reference of ours until ep_free:
+    // the kit asks how many of its operations still write memory.
+    RdmCtxBlock *closing = nullptr;
     std::uint64_t conn = 0;           // its side-channel connection (RdmConn::id), 0: none
     std::atomic<int> requests_out{0}; // requests with the provider (a graceful disconnect waits for them)
     bool closed = false;              // ep_close: no new connection
@@ -259,6 +269,7 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
+    std::size_t ops_writing_memory(kit::Ep &ep) override;
     DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata, std::size_t pdata_len,
                        DAT_TIMEOUT timeout) override;
     void connect_cancel(kit::Ep &ep) override;
@@ -327,6 +338,10 @@ private:
     // EP's records were rebuilt), counted as with the provider.
     RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
     void give_back_ctx(RdmCtx &c); // the post failed
+    static void writes_memory(RdmCtx &c) {
+        c.writes_memory = true;
+        c.block->writing.fetch_add(1, std::memory_order_relaxed);
+    }
     void retire_block(RdmEp &rep); // mu_ held
     void cancel_receives(RdmEp &rep);                                       // mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
@@ -420,6 +435,10 @@ private:
     // whose operations stay unanswered. Its own lock: taken on the post path.
     static constexpr std::chrono::milliseconds kRmaAnswerTimeout{2000};
     static constexpr std::chrono::milliseconds kDrainTimeout{1000};
+    // How long the rounds go on after a connection ended with operations
+    // out (end_data_path): longer than the kit waits for a peer's
+    // (ep_await_writers, 2 s).
+    static constexpr std::chrono::milliseconds kLingerProgress{5000};
     std::uint64_t round_ = 0;
     static constexpr int kMaxRoundMs = 64;
     int round_ms_ = 1; // the loop's: how long the next wait may be
@@ -429,6 +448,9 @@ private:
     std::vector<std::uint64_t> rma_watch_;
     int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
     int connected_ = 0;  // connections that exist: the loop drives progress while there are any
+    // ... and until this time (steady clock, ns) after a connection ended
+    // with operations still with the provider (end_data_path).
+    std::int64_t linger_until_ns_ = 0;
 };
 
 } // namespace dat2::ofi

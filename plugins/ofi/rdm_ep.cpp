@@ -69,6 +69,8 @@ void RdmTransport::ep_close(kit::Ep &ep) {
             rep->conn = 0;
         }
         end_data_path(*rep);
+        if ((rep->closing = rep->block))
+            rep->closing->refs.fetch_add(1, std::memory_order_relaxed);
         retire_block(*rep);
         eps_.erase(rep->id);
     }
@@ -78,7 +80,25 @@ void RdmTransport::ep_close(kit::Ep &ep) {
     rep->disconnect_timer = nullptr;
 }
 
-void RdmTransport::ep_free(kit::Ep &ep) { delete static_cast<RdmEp *>(ep.tp); }
+void RdmTransport::ep_free(kit::Ep &ep) {
+    auto *rep = static_cast<RdmEp *>(ep.tp);
+    if (rep && rep->closing) {
+        // The transport's list keeps its own reference until the block's
+        // last operation completed (retire_block).
+        std::lock_guard<std::mutex> lock(mu_);
+        rep->closing->release();
+    }
+    delete rep;
+}
+
+std::size_t RdmTransport::ops_writing_memory(kit::Ep &ep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto *rep = static_cast<RdmEp *>(ep.tp);
+    const RdmCtxBlock *b = rep ? (rep->block ? rep->block : rep->closing) : nullptr;
+    if (!b || b->peer_stalled.load(std::memory_order_relaxed))
+        return 0;
+    return static_cast<std::size_t>(b->writing.load(std::memory_order_acquire));
+}
 
 void RdmTransport::ep_reset(kit::Ep &ep) {
     RdmEp &rep = rep_of(ep);
@@ -236,23 +256,26 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
 }
 
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
-    std::vector<std::unique_ptr<RdmFabricEp>> gone;
+    std::vector<RdmDomain *> released;
     {
+        // Closed under mu_, which the loop's progress round holds while it
+        // reads queues: an endpoint's other queue may be shared with
+        // endpoints that stay, and rxm's progress on a queue (reading it
+        // drives every endpoint bound to it) crashes when it meets an
+        // endpoint that fi_close is taking apart.
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
             if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
-                gone.push_back(std::move(it->second));
+                fi_close(&it->second->ep->fid);
+                released.push_back(it->second->dom);
                 it = fabric_eps_.erase(it);
             } else {
                 ++it;
             }
         }
     }
-    loop().sync(); // a progress round may be reading the queue it is bound to
-    for (auto &fep : gone) {
-        fi_close(&fep->ep->fid);
-        domain_release(fep->dom);
-    }
+    for (RdmDomain *dom : released)
+        domain_release(dom);
 }
 
 // ---- contexts ------------------------------------------------------------------------
@@ -276,11 +299,15 @@ RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
     c.left = 1;
     c.status = DAT_DTO_SUCCESS;
     c.recv_posted = false;
+    c.writes_memory = false;
     b->refs.fetch_add(1, std::memory_order_relaxed);
     return &c;
 }
 
 void RdmTransport::give_back_ctx(RdmCtx &c) {
+    if (c.writes_memory)
+        c.block->writing.fetch_sub(1, std::memory_order_relaxed);
+    c.writes_memory = false;
     c.recv_posted = false;
     c.left = 0;
     c.block->release();
@@ -371,6 +398,15 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
 
 void RdmTransport::end_data_path(RdmEp &rep) {
     cancel_receives(rep);
+    // A manual-progress provider (rxm) serves a peer's rendezvous read of
+    // our sends, and completes our cancelled or matched receives, only
+    // while someone reads its queues: a consumer that now waits only on its
+    // connection EVD, or the peer waiting for its receives' buffers
+    // (Transport::ops_writing_memory), needs the loop's rounds to go on for
+    // a while after the last connection ended. Bounded: a send the peer
+    // never matches would keep them going for ever.
+    if (rep.block && rep.block->refs.load(std::memory_order_relaxed) > 1)
+        linger_until_ns_ = (std::chrono::steady_clock::now() + kLingerProgress).time_since_epoch().count();
     if (!rep.peer_name.empty()) {
         av_release(*rep.peer_dom, rep.peer_name);
         rep.peer_name.clear();
@@ -438,6 +474,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             iov,         desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0,
             &c->part[0], 0};
         c->recv_posted = true;
+        writes_memory(*c);
         rc = post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
     } else {
         rep.requests_out.fetch_add(1, std::memory_order_relaxed);
@@ -468,6 +505,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                                    [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
                 rep.wrote = true;
             } else {
+                writes_memory(*c);
                 rc = post_retrying(*fep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
             }
         }
@@ -573,6 +611,7 @@ DAT_RETURN RdmTransport::post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const k
     msg.context = &c.part[0];
     fi_ioc original{result.addr, 1};
     void *original_desc = result.desc;
+    writes_memory(c);
     ssize_t rc;
     if (cswap) {
         fi_ioc compare{&op.operand[0], 1};

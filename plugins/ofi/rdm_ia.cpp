@@ -355,6 +355,8 @@ int RdmTransport::progress_round() {
             DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
                      "target, or the target stopped); the connection is broken\n",
                      name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));
+            if (rep.block)
+                rep.block->peer_stalled.store(true, std::memory_order_relaxed);
             broken.emplace_back();
             RdmConn *c = detach_conn(rep.conn);
             end_data_path(rep);
@@ -362,7 +364,7 @@ int RdmTransport::progress_round() {
             dead_conns_.push_back(c);
         }
         watch.resize(keep);
-        busy = connected_ > 0;
+        busy = connected_ > 0 || now_ns < linger_until_ns_;
         ++round_;
         // Only the queues a libfabric endpoint is bound to can have work:
         // EVDs no Endpoint connected through cost nothing.
