@@ -205,6 +205,11 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
             }
             std::vector<Evd *> evds = linked_evds(*cno);
             std::vector<pollfd> fds{{cno->fd, POLLIN, 0}};
+            // The EVDs this wait sleeps for count it in their `inside`, as
+            // dat_evd_wait does: a transport whose queues have no fd (cq_fd
+            // -1) wakes an EVD (evd_wake, which triggers the CNO) only while
+            // someone is inside; freeing one wakes us through its wake_fd.
+            std::vector<Evd *> watched;
             bool may_block = true;
             for (Evd *evd : evds) {
                 if (hit)
@@ -219,6 +224,9 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                     break;
                 }
                 if (evd->cq) {
+                    evd->inside.fetch_add(1);
+                    watched.push_back(evd);
+                    fds.push_back({evd->wake_fd, POLLIN, 0});
                     int fd = evd->ia->transport->cq_fd(*evd);
                     if (fd >= 0)
                         fds.push_back({fd, POLLIN, 0});
@@ -226,16 +234,22 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                         may_block = false;
                 }
             }
+            bool failed = false;
+            if (!hit && !deadline.expired()) {
+                const int ms = may_block ? deadline.poll_ms() : min_poll_ms(deadline.poll_ms(), 1);
+                failed = ::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR;
+                drain_fd(cno->fd);
+            }
+            for (Evd *evd : watched) {
+                drain_fd(evd->wake_fd);
+                evd->inside.fetch_sub(1);
+            }
             if (hit) {
                 result = DAT_SUCCESS;
                 break;
             }
-            if (deadline.expired())
+            if (failed || deadline.expired())
                 break;
-            const int ms = may_block ? deadline.poll_ms() : min_poll_ms(deadline.poll_ms(), 1);
-            if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
-                break;
-            drain_fd(cno->fd);
         }
         {
             std::lock_guard<std::mutex> lock(cno->mu);

@@ -174,7 +174,7 @@ struct Evd : ObjectHeader {
     // EP streams feeding it that use consumer-controlled notification
     // (UNSIGNALLED / SOLICITED_WAIT): dat_evd_wait's threshold must be 1.
     std::atomic<int> notify_streams{0};
-    std::atomic<int> inside{0}; // threads in dat_evd_wait (freeing waits for them)
+    std::atomic<int> inside{0}; // threads in dat_evd_wait, or in dat_cno_wait for it (freeing waits for them)
     // Bumped by every dat_evd_dequeue: a transport's helper thread leaves a
     // queue alone while its consumer keeps polling it (plugins/ofi, cm_loop).
     std::atomic<std::uint32_t> dequeues{0};

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -201,6 +202,43 @@ TEST_P(DtoTest, SendGatherAndRecvScatterOverSeveralSegmentsAndLmrs) {
     EXPECT_EQ(r2.mismatch_byte(0, 500, kCanary), -1) << "written before segment 1";
     EXPECT_EQ(r2.mismatch_byte(1500, 2500, kCanary), -1) << "written between segments";
     EXPECT_EQ(r1.mismatch_byte(3000, 5192, kCanary), -1) << "written after segment 2";
+}
+
+// dat_cno_wait(3DAT): the CNO is triggered when an event arrives on an EVD
+// attached to it; a receive's completion is one (dtest -c waits for every
+// DTO so). A transport whose queues have no file descriptor (shm) wakes an
+// EVD only for a thread it knows to be waiting for it.
+TEST_P(DtoTest, ReceiveCompletionTriggersTheCnoOfItsEvd) {
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 64, 0x21, r, 64));
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_create(server.ia.ia, DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 64, 7));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_EVD_HANDLE hit = DAT_HANDLE_NULL;
+    DAT_RETURN waited = DAT_INTERNAL_ERROR;
+    // Woken by the completion, not by its timeout (when the wait looks at
+    // its EVDs once more, and finds the completion there).
+    constexpr auto kTimeout = std::chrono::seconds(10);
+    std::chrono::steady_clock::duration took{};
+    std::thread waiter([&] {
+        const auto start = std::chrono::steady_clock::now();
+        waited = dat_cno_wait(cno, std::chrono::duration_cast<std::chrono::microseconds>(kTimeout).count(), &hit);
+        took = std::chrono::steady_clock::now() - start;
+    });
+    // The waiter is asleep in dat_cno_wait before the message is sent (if
+    // not, the completion is there when it looks: the test still holds).
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_DAT_OK(send(client.ep, s, 0, 64, 1));
+    waiter.join();
+    EXPECT_DAT_OK(waited);
+    EXPECT_EQ(hit, server.recv_evd);
+    EXPECT_LT(took, kTimeout / 2) << "dat_cno_wait returned only at its timeout";
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 7));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 1));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
 }
 
 TEST_P(DtoTest, UserCookiesComeBackWithTheirCompletions) {
