@@ -352,7 +352,11 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         if (m.kind == kDisconnect) {
             // The disconnect names the messages sent before it (tag field):
             // those still in the fabric arrive first (kDrainTimeout at most).
-            if (m.tag > rep->msgs_in.load(std::memory_order_relaxed)) {
+            // ... and our own requests the peer already took (a write's
+            // delivery ack may still be in the fabric behind the side
+            // channel): they complete before the receives are flushed.
+            if (m.tag > rep->msgs_in.load(std::memory_order_relaxed) ||
+                rep->requests_out.load(std::memory_order_relaxed) > 0) {
                 c.state = RdmConn::kDraining;
                 rep->draining = true;
                 rep->drain_until_msgs = m.tag;
@@ -480,7 +484,8 @@ void RdmTransport::graceful_check(std::uint64_t ep_id) {
         RdmEp &rep = *it->second;
         if (rep.draining) {
             // The peer's disconnect waits for the messages it followed.
-            if (rep.msgs_in.load(std::memory_order_relaxed) < rep.drain_until_msgs &&
+            if ((rep.msgs_in.load(std::memory_order_relaxed) < rep.drain_until_msgs ||
+                 rep.requests_out.load(std::memory_order_relaxed) > 0) &&
                 std::chrono::steady_clock::now() < rep.drain_deadline) {
                 loop().arm(rep.disconnect_timer, kit::Deadline::after(std::chrono::milliseconds(1)));
                 return;
