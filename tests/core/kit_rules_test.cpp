@@ -338,6 +338,30 @@ TEST_F(KitRules, ALateCompletionOfAFlushedDtoIsDropped) {
     EXPECT_TRUE(side.requests_idle());
 }
 
+// A receive the library took before the connection ended (rxm's rendezvous
+// reads the message into it later) is not reported flushed, and the free
+// does not return, while the library may still write its buffer: the kit
+// reads the queues until the transport says it no longer does.
+TEST_F(KitRules, AReceiveTheLibraryStillWritesIsReportedWhenItCompletesNotFlushedBefore) {
+    side.open("scripted");
+    side.connect();
+    ASSERT_OK(side.recv(1));
+    ASSERT_OK(side.recv(2));
+    side.script().write_late(side.op(0), 3, DAT_DTO_SUCCESS, 8);
+    side.script().end_connection(side.ep, false);
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1), dto(2, DAT_DTO_ERR_FLUSHED),
+                                                conn(DAT_CONNECTION_EVENT_DISCONNECTED)}));
+}
+
+TEST_F(KitRules, AFreeReturnsOnlyOnceTheLibraryNoLongerWritesTheEndpointsBuffers) {
+    side.open("scripted-ordered"); // takes receives before a connection
+    ASSERT_OK(side.recv(1));
+    side.script().write_late(side.op(0), 3, DAT_DTO_ERR_FLUSHED);
+    ASSERT_OK(dat_ep_free(side.ep));
+    side.ep = DAT_HANDLE_NULL;
+    EXPECT_EQ(side.script().late_left(), 0u) << "dat_ep_free returned while the library still wrote";
+}
+
 // A transport's queue is shared by the EPs of an EVD, and reading it may
 // cost what all of them cost (libfabric tcp's progress walks every endpoint
 // bound to it): an EP with nothing outstanding ends and goes without it.

@@ -5,6 +5,8 @@
 #include "plugin.hpp"
 
 #include <arpa/inet.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 namespace dat2::test {
@@ -63,6 +65,15 @@ void ScriptedTransport::cq_close(kit::Evd &evd) { delete static_cast<Queue *>(ev
 int ScriptedTransport::cq_read(kit::Evd &evd, Completion *out, int max) {
     std::lock_guard<std::mutex> lock(mu_);
     ++cq_reads_;
+    for (auto it = late_.begin(); it != late_.end();) {
+        if (--it->reads > 0) {
+            ++it;
+            continue;
+        }
+        kit::Evd *target = it->op->is_recv ? it->op->ep->recv_evd : it->op->ep->request_evd;
+        static_cast<Queue *>(target->cq)->completions.push_back(it->completion);
+        it = late_.erase(it);
+    }
     auto &q = static_cast<Queue *>(evd.cq)->completions;
     int n = 0;
     while (n < max && !q.empty()) {
@@ -122,6 +133,21 @@ DAT_RETURN ScriptedTransport::ep_open(kit::Ep &ep, void *&tp) {
 }
 
 void ScriptedTransport::ep_close(kit::Ep &) {}
+
+void ScriptedTransport::write_late(kit::Op *op, int reads, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length) {
+    Completion c{};
+    c.op = op;
+    c.status = status;
+    c.length = length;
+    std::lock_guard<std::mutex> lock(mu_);
+    late_.push_back(Late{op, reads, c});
+}
+
+std::size_t ScriptedTransport::ops_writing_memory(kit::Ep &ep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<std::size_t>(
+        std::count_if(late_.begin(), late_.end(), [&](const Late &l) { return l.op->ep == &ep; }));
+}
 
 void ScriptedTransport::ep_free(kit::Ep &ep) {
     std::lock_guard<std::mutex> lock(mu_);

@@ -63,6 +63,14 @@ public:
     std::size_t srq_posted(DAT_SRQ_HANDLE srq);
     kit::Op *srq_op(DAT_SRQ_HANDLE srq, std::size_t n);
     int srq_drops() const { return srq_drops_; }
+    // The library keeps writing the buffer of `op` (ops_writing_memory)
+    // until the kit has read the queues `reads` more times; then `op`
+    // completes with `status` (a receive matched before it was cancelled).
+    void write_late(kit::Op *op, int reads, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length = 0);
+    std::size_t late_left() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return late_.size();
+    }
     // cq_read() calls so far, on every EVD: what the kit asks of a queue.
     int cq_reads() {
         std::lock_guard<std::mutex> lock(mu_);
@@ -84,6 +92,7 @@ public:
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
+    std::size_t ops_writing_memory(kit::Ep &ep) override;
     DAT_RETURN connect(kit::Ep &ep, const sockaddr *, DAT_CONN_QUAL, const void *, std::size_t, DAT_TIMEOUT) override;
     void connect_cancel(kit::Ep &ep) override;
     DAT_RETURN disconnect(kit::Ep &ep, bool graceful) override;
@@ -111,6 +120,12 @@ private:
     DAT_CONN_QUAL next_qual_ = 10000;
     int srq_drops_ = 0;
     int cq_reads_ = 0;
+    struct Late {
+        kit::Op *op;
+        int reads;
+        kit::Completion completion;
+    };
+    std::vector<Late> late_;
 };
 
 // Registers the scripted transport as provider `ia_name` with `ia_params`
