@@ -53,7 +53,10 @@ struct RdmCtx {
     RdmCtxBlock *block = nullptr;
     std::uint8_t left = 0;    // parts not completed yet
     bool recv_posted = false; // a receive with the provider: cancelled when the connection ends
-    bool writes_memory = false; // a receive, RDMA read or fetching atomic: counted in block->writing
+    // A receive, RDMA read or fetching atomic with the provider
+    // (Transport::ops_writing_memory). Atomic for the scan at a
+    // connection's end; plain stores on the post and completion paths.
+    std::atomic<bool> writes_memory{false};
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
 };
 
@@ -66,9 +69,6 @@ struct RdmCtx {
 struct RdmCtxBlock {
     std::atomic<int> refs{1}; // the EP's, plus one per operation with the provider
     std::atomic<bool> retired{false};
-    // Operations with the provider that write into the consumer's memory
-    // (Transport::ops_writing_memory).
-    std::atomic<int> writing{0};
     // The connection broke because the peer left an RMA unanswered
     // (progress_round): it does not progress, and nobody waits for it.
     std::atomic<bool> peer_stalled{false};
@@ -338,10 +338,7 @@ private:
     // EP's records were rebuilt), counted as with the provider.
     RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
     void give_back_ctx(RdmCtx &c); // the post failed
-    static void writes_memory(RdmCtx &c) {
-        c.writes_memory = true;
-        c.block->writing.fetch_add(1, std::memory_order_relaxed);
-    }
+    static void writes_memory(RdmCtx &c) { c.writes_memory.store(true, std::memory_order_relaxed); }
     void retire_block(RdmEp &rep); // mu_ held
     void cancel_receives(RdmEp &rep);                                       // mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success

@@ -189,10 +189,7 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
         return false; // the other part of a write with immediate data is still out
     status = c.status;
     c.recv_posted = false;
-    if (c.writes_memory) {
-        c.writes_memory = false;
-        block->writing.fetch_sub(1, std::memory_order_release);
-    }
+    c.writes_memory.store(false, std::memory_order_release);
     const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());
     if (index >= block->n) {
         block->release(); // the connection's hello: nothing for the kit

@@ -97,7 +97,10 @@ std::size_t RdmTransport::ops_writing_memory(kit::Ep &ep) {
     const RdmCtxBlock *b = rep ? (rep->block ? rep->block : rep->closing) : nullptr;
     if (!b || b->peer_stalled.load(std::memory_order_relaxed))
         return 0;
-    return static_cast<std::size_t>(b->writing.load(std::memory_order_acquire));
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < b->n; ++i)
+        n += b->ctx[i].writes_memory.load(std::memory_order_acquire);
+    return n;
 }
 
 void RdmTransport::ep_reset(kit::Ep &ep) {
@@ -299,15 +302,13 @@ RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
     c.left = 1;
     c.status = DAT_DTO_SUCCESS;
     c.recv_posted = false;
-    c.writes_memory = false;
+    c.writes_memory.store(false, std::memory_order_relaxed);
     b->refs.fetch_add(1, std::memory_order_relaxed);
     return &c;
 }
 
 void RdmTransport::give_back_ctx(RdmCtx &c) {
-    if (c.writes_memory)
-        c.block->writing.fetch_sub(1, std::memory_order_relaxed);
-    c.writes_memory = false;
+    c.writes_memory.store(false, std::memory_order_relaxed);
     c.recv_posted = false;
     c.left = 0;
     c.block->release();
