@@ -341,14 +341,7 @@ bool ep_may_have_completions(Ep &ep) {
            ep.requests_posted.load(std::memory_order_relaxed) != 0;
 }
 
-void ep_drain_completions(Ep &ep) {
-    // Reading a queue that EVD shares with every other EP costs what the
-    // transport's progress costs, which over libfabric tcp walks every
-    // endpoint bound to the queue: an EP that has nothing outstanding skips
-    // it, so that disconnecting or freeing an idle EP does not cost more
-    // because others exist.
-    if (!ep_may_have_completions(ep))
-        return;
+static void drain_evds(Ep &ep) {
     with_evds(ep, [](Evd &evd) {
         {
             std::lock_guard<Lock> lock(evd.mu);
@@ -357,6 +350,16 @@ void ep_drain_completions(Ep &ep) {
         // What moved out of the queue no longer wakes anyone by itself.
         evd_wake(evd);
     });
+}
+
+void ep_drain_completions(Ep &ep) {
+    // Reading a queue that EVD shares with every other EP costs what the
+    // transport's progress costs, which over libfabric tcp walks every
+    // endpoint bound to the queue: an EP that has nothing outstanding skips
+    // it, so that disconnecting or freeing an idle EP does not cost more
+    // because others exist.
+    if (ep_may_have_completions(ep))
+        drain_evds(ep);
 }
 
 void ep_await_writers(Ep &ep) {
@@ -373,13 +376,7 @@ void ep_await_writers(Ep &ep) {
     for (;;) {
         // Unconditional (not ep_drain_completions): a cancelled receive's
         // completion must be read even when no record counts as posted.
-        with_evds(ep, [](Evd &evd) {
-            {
-                std::lock_guard<Lock> lock(evd.mu);
-                evd_drain_all_locked(evd);
-            }
-            evd_wake(evd);
-        });
+        drain_evds(ep);
         left = t.ops_writing_memory(ep);
         if (left == 0)
             return;
