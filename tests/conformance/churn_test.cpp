@@ -28,8 +28,8 @@ using namespace conformance;
 constexpr long kWarmup = 100;       // cycles before the first sample: pools, caches, arena chunks
 // ... and more, while resident memory still grows by more than kSettledKiB
 // per kWarmup cycles, up to a quarter of the run: a provider may fill its
-// buffer pools lazily over its first seconds (rxm's endpoints touch about
-// 17 MB each). A leak never settles: it is judged over the rest.
+// buffer pools lazily over its first seconds (rxm's endpoints do). A leak
+// never settles: it is judged over the rest.
 constexpr long kSettledKiB = 256;
 constexpr long kMinMeasured = 300;  // cycles after it, at the least
 constexpr long kFdSlack = 4;        // descriptors the process may gain meanwhile (none expected)

@@ -29,7 +29,8 @@ set -u
 # namespace of its own with only loopback in it.
 if [ -z "${DAPL_PEER_NETNS:-}" ] && [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
     export DAPL_PEER_NETNS=private
-    exec unshare -n bash -c 'ip link set lo up && exec bash "$@"' bash "${BASH_SOURCE[0]}" "$@"
+    exec unshare -n bash -c 'ip link set lo up || { echo "FAIL: cannot bring up loopback in a new network namespace (ip link set lo up)"; exit 1; }
+        exec bash "$@"' bash "${BASH_SOURCE[0]}" "$@"
 fi
 # Absolute: peers_start enters a scratch directory before cases.sh is read.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
