@@ -26,10 +26,14 @@ set -u
 # The fixed ports (and dapltest -T L's 100 listeners at 43414..43513) lie in
 # the kernel's ephemeral range, where any test running beside a case may
 # hold one for a connection of its own: as root, each case gets a network
-# namespace of its own with only loopback in it.
+# namespace of its own with only loopback in it. The case's own process
+# takes ephemeral ports too (libfabric's tcp endpoints listen on one), so
+# the namespace's ephemeral range starts above all the fixed ports but 62000,
+# which lies above the default range's end.
 if [ -z "${DAPL_PEER_NETNS:-}" ] && [ "$(id -u)" = 0 ] && unshare -n true 2>/dev/null; then
     export DAPL_PEER_NETNS=private
     exec unshare -n bash -c 'ip link set lo up || { echo "FAIL: cannot bring up loopback in a new network namespace (ip link set lo up)"; exit 1; }
+        echo "46000 60999" >/proc/sys/net/ipv4/ip_local_port_range || { echo "FAIL: cannot set the namespace'"'"'s ephemeral port range"; exit 1; }
         exec bash "$@"' bash "${BASH_SOURCE[0]}" "$@"
 fi
 # Absolute: peers_start enters a scratch directory before cases.sh is read.
