@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace dat2::verbs {
@@ -235,6 +236,13 @@ private:
     };
     std::mutex pd_mu_;
     std::map<kit::Pz *, PdUse> pds_; // one protection domain per DAT PZ
+
+    // Every window of the IA, for unbinding those of a QP about to be
+    // destroyed; also guards each window's binding (a leaf lock: taken
+    // under mu_, never the other way).
+    std::mutex windows_mu_;
+    std::unordered_set<struct VerbsMw *> windows_;
+    void unbind_windows_of(std::uint32_t qp_num); // mu_ held
 };
 
 struct VerbsEp {

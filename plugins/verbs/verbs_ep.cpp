@@ -123,6 +123,7 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
 void VerbsTransport::destroy_qp(VerbsEp &vep) {
     if (!vep.qp)
         return;
+    unbind_windows_of(vep.qp->qp_num);
     if (int rc = ibv_destroy_qp(vep.qp))
         DAT2_ERR("%s: ibv_destroy_qp: %s\n", name(), std::strerror(rc));
     vep.qp = nullptr;

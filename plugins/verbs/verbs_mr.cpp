@@ -97,7 +97,7 @@ void VerbsTransport::mr_deregister(kit::Lmr &lmr) {
 namespace {
 
 DAT_RETURN replace_window(ibv_pd *pd, VerbsMw &vm) {
-    ibv_mw *fresh = ibv_alloc_mw(pd, IBV_MW_TYPE_2);
+    ibv_mw *fresh = pd ? ibv_alloc_mw(pd, IBV_MW_TYPE_2) : nullptr;
     if (!fresh)
         return to_dat(errno, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
     ibv_dealloc_mw(vm.mw); // the old binding's rkey opens nothing from here on
@@ -125,14 +125,37 @@ DAT_RETURN VerbsTransport::rmr_open(kit::Rmr &rmr, void *&tp) {
     auto *vm = new VerbsMw;
     vm->mw = mw;
     vm->rkey = mw->rkey;
+    {
+        std::lock_guard<std::mutex> lock(windows_mu_);
+        windows_.insert(vm);
+    }
     tp = vm;
     return DAT_SUCCESS;
+}
+
+// A type 2 window bound through a QP holds a reference to it: Soft-RoCE's
+// ibv_destroy_qp waits for such references to go, and gives up only after
+// tens of seconds. The binding ends with the QP on any device, so each window
+// bound through it becomes a fresh, unbound one first.
+void VerbsTransport::unbind_windows_of(std::uint32_t qp_num) {
+    std::lock_guard<std::mutex> lock(windows_mu_);
+    for (VerbsMw *vm : windows_) {
+        if (vm->bound_qp != qp_num)
+            continue;
+        if (replace_window(vm->mw->pd, *vm) != DAT_SUCCESS)
+            DAT2_ERR("%s: a window bound through QP %u stays bound until the QP is gone: ibv_alloc_mw: %s\n",
+                     name(), qp_num, std::strerror(errno));
+    }
 }
 
 void VerbsTransport::rmr_close(kit::Rmr &rmr) {
     auto *vm = static_cast<VerbsMw *>(rmr.tp);
     if (!vm)
         return;
+    {
+        std::lock_guard<std::mutex> lock(windows_mu_);
+        windows_.erase(vm);
+    }
     if (int rc = ibv_dealloc_mw(vm->mw))
         DAT2_ERR("%s: ibv_dealloc_mw: %s\n", name(), std::strerror(rc));
     delete vm;
@@ -143,6 +166,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
                                     DAT_MEM_PRIV_FLAGS privileges, DAT_RMR_CONTEXT &context) {
     auto &vm = *static_cast<VerbsMw *>(rmr.tp);
     auto &vep = *static_cast<VerbsEp *>(ep.tp);
+    std::lock_guard<std::mutex> lock(windows_mu_);
     ibv_qp *qp = vep.qp;
     if (!qp)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
@@ -190,6 +214,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
 
 DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
     auto &vm = *static_cast<VerbsMw *>(rmr.tp);
+    std::lock_guard<std::mutex> lock(windows_mu_);
     if (!vm.bound_qp)
         return DAT_SUCCESS;
     auto *vep = ep ? static_cast<VerbsEp *>(ep->tp) : nullptr;

@@ -742,6 +742,34 @@ TEST_P(RmrConnectedTest, AbruptIaCloseFreesABoundWindow) {
     server.ia.pz = server.ia.ia = DAT_HANDLE_NULL;
 }
 
+// A window's binding ends with the Endpoint it was bound through; the free
+// does not wait for the window (Soft-RoCE holds a QP while a type 2 window
+// is bound through it, and waited tens of seconds in ibv_destroy_qp). The
+// window can be bound again through another connection.
+TEST_P(RmrConnectedTest, FreeingTheEndpointOfABoundWindowReturnsPromptly) {
+    (void)bind_middle(kRemoteRw);
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_DAT_OK(dat_ep_free(server.ep));
+    server.ep = DAT_HANDLE_NULL;
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(took, std::chrono::seconds(10))
+        << "dat_ep_free took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev)); // the first connection's end
+    DAT_EP_HANDLE c2 = DAT_HANDLE_NULL, s2 = DAT_HANDLE_NULL;
+    ASSERT_NO_FATAL_FAILURE(connect_second(server.ia.pz, &c2, &s2));
+    std::swap(server.ep, s2);
+    DAT_RMR_CONTEXT ctx = 0;
+    const bool bound = bind_completes(server, rmr, target, kPage, kPage, kRemoteWrite, &ctx);
+    std::swap(server.ep, s2);
+    ASSERT_TRUE(bound);
+    std::swap(client.ep, c2); // expect_write_lands writes through client.ep
+    expect_write_lands(at(kPage, 512, ctx), 0x39, 0x69);
+    std::swap(client.ep, c2);
+    EXPECT_DAT_OK(dat_ep_free(c2));
+    EXPECT_DAT_OK(dat_ep_free(s2));
+}
+
 // ---- RDMA through windows ----------------------------------------------------------------------------
 
 TEST_P(RmrConnectedTest, RdmaWriteThroughAWindowLands) {

@@ -77,8 +77,10 @@ run_conformance() {
     out=$(mktemp -d "${TMPDIR:-/tmp}/verbs-suite.XXXXXX")
     for bin in "$build"/bin/conformance_*_test; do
         name=${bin##*/}
+        local t0=$SECONDS
         DAT2_CONFORMANCE_IAS=$ia timeout 600 "$bin" --gtest_color=no >"$out/$name.log" 2>&1
         local rc=$?
+        note "time  $name: $((SECONDS - t0)) s"
         # 0: all passed, 1: some failed (counted below); anything else is a
         # crash, a sanitizer's report or the watchdog.
         if [ $rc -gt 1 ]; then
@@ -244,6 +246,7 @@ run_figures() {
 }
 
 for part in "${parts[@]}"; do
+    part_t0=$SECONDS
     case $part in
     conformance) note "---- conformance suites on IA '$ia'"; run_conformance ;;
     peers) note "---- peer programs, our libdat2"; run_peers ours ;;
@@ -266,6 +269,7 @@ for part in "${parts[@]}"; do
     figures) note "---- one boot's figures: ours and OFED's cma provider, perftest"; run_figures ;;
     *) echo "verbs-suite: unknown part '$part'" >&2; exit 2 ;;
     esac
+    note "---- $part: $((SECONDS - part_t0)) s"
 done
 
 echo "---- verbs suite: $passed passed, $failed failed, $skipped skipped, $xfailed known failures"
