@@ -188,7 +188,7 @@ bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len
     if (--c.left > 0)
         return false; // the other part of a write with immediate data is still out
     status = c.status;
-    c.recv_posted = false;
+    c.recv_posted.store(false, std::memory_order_relaxed);
     c.writes_memory.store(false, std::memory_order_release);
     const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());
     if (index >= block->n) {

@@ -301,7 +301,7 @@ RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
     RdmCtx &c = b->ctx[index];
     c.left = 1;
     c.status = DAT_DTO_SUCCESS;
-    c.recv_posted = false;
+    c.recv_posted.store(false, std::memory_order_relaxed);
     c.writes_memory.store(false, std::memory_order_relaxed);
     b->refs.fetch_add(1, std::memory_order_relaxed);
     return &c;
@@ -309,7 +309,7 @@ RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
 
 void RdmTransport::give_back_ctx(RdmCtx &c) {
     c.writes_memory.store(false, std::memory_order_relaxed);
-    c.recv_posted = false;
+    c.recv_posted.store(false, std::memory_order_relaxed);
     c.left = 0;
     c.block->release();
 }
@@ -338,7 +338,7 @@ void RdmTransport::cancel_receives(RdmEp &rep) {
         return;
     RdmCtxBlock &b = *rep.block;
     for (std::size_t i = 0; i < b.n + 2; ++i)
-        if (b.ctx[i].recv_posted)
+        if (b.ctx[i].recv_posted.load(std::memory_order_relaxed))
             fi_cancel(&rep.fep->ep->fid, &b.ctx[i].part[0]);
 }
 
@@ -440,9 +440,9 @@ void RdmTransport::hello(RdmEp &rep) {
     b->refs.fetch_add(2, std::memory_order_relaxed);
     fi_msg_tagged rmsg{nullptr, nullptr,    0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit,
                        0,       &r.part[0], 0};
-    r.recv_posted = true;
+    r.recv_posted.store(true, std::memory_order_relaxed);
     if (post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
-        r.recv_posted = false;
+        r.recv_posted.store(false, std::memory_order_relaxed);
         b->release();
     }
     fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
@@ -474,7 +474,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         fi_msg_tagged msg{
             iov,         desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0,
             &c->part[0], 0};
-        c->recv_posted = true;
+        c->recv_posted.store(true, std::memory_order_relaxed);
         writes_memory(*c);
         rc = post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
     } else {
