@@ -131,9 +131,10 @@ run_peers() {
     local pairing=$1 c log
     log=$(mktemp "${TMPDIR:-/tmp}/verbs-peer.XXXXXX")
     for c in ${2:-$all_peer_cases}; do
+        local t0=$SECONDS
         if bash "$here/verbs-peers.sh" "$build/lib" "$pairing" "$c" >"$log" 2>&1; then
             passed=$((passed + 1))
-            note "ok    peer $pairing $c"
+            note "ok    peer $pairing $c ($((SECONDS - t0)) s)"
             grep '^RESULT ' "$log" | sed "s/^RESULT /RESULT $pairing /"
         else
             failed=$((failed + 1)); failures+=("peer $pairing $c")
