@@ -28,10 +28,11 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 namespace dat2::verbs {
+
+struct VerbsMw;
 
 // ibv_wc_status -> DAT DTO status (errno: kit::errno_to_dat).
 DAT_DTO_COMPLETION_STATUS to_dto_status(ibv_wc_status status);
@@ -181,7 +182,6 @@ private:
     void qp_error(VerbsEp &vep);
     ibv_pd *pd_acquire(kit::Pz *pz);
     void pd_release(kit::Pz *pz);
-    ibv_pd *pd_of(kit::Pz *pz); // held by a user already
     VerbsCq *cq_of(kit::Evd *evd) { return evd && evd->cq ? static_cast<VerbsCq *>(evd->cq) : null_cq_; }
     // Room for `depth` more work requests in one of the EVD's CQs (grown or
     // added as needed): that CQ, or null when the device has no more.
@@ -237,11 +237,19 @@ private:
     std::mutex pd_mu_;
     std::map<kit::Pz *, PdUse> pds_; // one protection domain per DAT PZ
 
-    // Every window of the IA, for unbinding those of a QP about to be
-    // destroyed; also guards each window's binding (a leaf lock: taken
-    // under mu_, never the other way).
+    // The windows bound through each QP (by QP number), unbound before
+    // the QP is destroyed. windows_mu_ also guards each window's binding;
+    // it is taken under mu_, never the other way.
     std::mutex windows_mu_;
-    std::unordered_set<struct VerbsMw *> windows_;
+    std::unordered_map<std::uint32_t, std::vector<VerbsMw *>> windows_by_qp_;
+    void index_window(VerbsMw &vm); // windows_mu_ held; after vm.bound_qp changed
+    // Indexes the window again when it leaves scope: on every return of a
+    // function that changes a binding.
+    struct Reindex {
+        VerbsTransport &t;
+        VerbsMw &vm;
+        ~Reindex() { t.index_window(vm); }
+    };
     void unbind_windows_of(std::uint32_t qp_num); // mu_ held
 };
 
@@ -302,7 +310,8 @@ inline constexpr int kReservedSendSlots = 17;
 struct VerbsMw {
     ibv_mw *mw = nullptr;
     std::uint32_t rkey = 0;     // the current binding's, or the last one's
-    std::uint32_t bound_qp = 0; // QP number the window is bound through; 0: unbound
+    std::uint32_t bound_qp = 0;   // QP number the window is bound through; 0: unbound
+    std::uint32_t indexed_qp = 0; // the windows_by_qp_ entry that lists it; 0: none
 };
 
 struct VerbsPsp {

@@ -5,6 +5,7 @@
 
 #include "log.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -96,8 +97,8 @@ void VerbsTransport::mr_deregister(kit::Lmr &lmr) {
 
 namespace {
 
-DAT_RETURN replace_window(ibv_pd *pd, VerbsMw &vm) {
-    ibv_mw *fresh = pd ? ibv_alloc_mw(pd, IBV_MW_TYPE_2) : nullptr;
+DAT_RETURN replace_window(VerbsMw &vm) {
+    ibv_mw *fresh = ibv_alloc_mw(vm.mw->pd, IBV_MW_TYPE_2);
     if (!fresh)
         return to_dat(errno, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION));
     ibv_dealloc_mw(vm.mw); // the old binding's rkey opens nothing from here on
@@ -125,26 +126,42 @@ DAT_RETURN VerbsTransport::rmr_open(kit::Rmr &rmr, void *&tp) {
     auto *vm = new VerbsMw;
     vm->mw = mw;
     vm->rkey = mw->rkey;
-    {
-        std::lock_guard<std::mutex> lock(windows_mu_);
-        windows_.insert(vm);
-    }
     tp = vm;
     return DAT_SUCCESS;
 }
 
-// A type 2 window bound through a QP holds a reference to it: Soft-RoCE's
-// ibv_destroy_qp waits for such references to go, and gives up only after
-// tens of seconds. The binding ends with the QP on any device, so each window
-// bound through it becomes a fresh, unbound one first.
+void VerbsTransport::index_window(VerbsMw &vm) {
+    if (vm.indexed_qp == vm.bound_qp)
+        return;
+    if (vm.indexed_qp) {
+        auto it = windows_by_qp_.find(vm.indexed_qp);
+        std::vector<VerbsMw *> &list = it->second;
+        list.erase(std::find(list.begin(), list.end(), &vm));
+        if (list.empty())
+            windows_by_qp_.erase(it);
+    }
+    if (vm.bound_qp)
+        windows_by_qp_[vm.bound_qp].push_back(&vm);
+    vm.indexed_qp = vm.bound_qp;
+}
+
+// A type 2 window bound through a QP may hold that QP on the device (rxe's
+// ibv_destroy_qp waits until no window does). The binding ends with the QP
+// on any device, so each window bound through it becomes a fresh, unbound
+// one first.
 void VerbsTransport::unbind_windows_of(std::uint32_t qp_num) {
     std::lock_guard<std::mutex> lock(windows_mu_);
-    for (VerbsMw *vm : windows_) {
-        if (vm->bound_qp != qp_num)
-            continue;
-        if (replace_window(vm->mw->pd, *vm) != DAT_SUCCESS)
+    auto it = windows_by_qp_.find(qp_num);
+    if (it == windows_by_qp_.end())
+        return;
+    const std::vector<VerbsMw *> bound = std::move(it->second);
+    windows_by_qp_.erase(it);
+    for (VerbsMw *vm : bound) {
+        vm->indexed_qp = 0;
+        if (replace_window(*vm) != DAT_SUCCESS)
             DAT2_ERR("%s: a window bound through QP %u stays bound until the QP is gone: ibv_alloc_mw: %s\n",
                      name(), qp_num, std::strerror(errno));
+        index_window(*vm);
     }
 }
 
@@ -154,7 +171,8 @@ void VerbsTransport::rmr_close(kit::Rmr &rmr) {
         return;
     {
         std::lock_guard<std::mutex> lock(windows_mu_);
-        windows_.erase(vm);
+        vm->bound_qp = 0;
+        index_window(*vm);
     }
     if (int rc = ibv_dealloc_mw(vm->mw))
         DAT2_ERR("%s: ibv_dealloc_mw: %s\n", name(), std::strerror(rc));
@@ -167,6 +185,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
     auto &vm = *static_cast<VerbsMw *>(rmr.tp);
     auto &vep = *static_cast<VerbsEp *>(ep.tp);
     std::lock_guard<std::mutex> lock(windows_mu_);
+    Reindex reindex{*this, vm};
     ibv_qp *qp = vep.qp;
     if (!qp)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
@@ -174,7 +193,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
     // A window bound through another QP (the EP was reset, or another EP
     // bound it) cannot be invalidated on this one: a fresh window instead.
     if (vm.bound_qp && vm.bound_qp != qp->qp_num)
-        if (DAT_RETURN r = replace_window(pd_of(rmr.pz), vm))
+        if (DAT_RETURN r = replace_window(vm))
             return r;
     ibv_send_wr inv{}, bind{}, *bad = nullptr;
     const std::uint32_t rkey = ibv_inc_rkey(vm.rkey);
@@ -215,6 +234,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
 DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
     auto &vm = *static_cast<VerbsMw *>(rmr.tp);
     std::lock_guard<std::mutex> lock(windows_mu_);
+    Reindex reindex{*this, vm};
     if (!vm.bound_qp)
         return DAT_SUCCESS;
     auto *vep = ep ? static_cast<VerbsEp *>(ep->tp) : nullptr;
@@ -233,13 +253,8 @@ DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
     }
     // Freed, invalidated by the peer (the device did it already), or bound
     // through another QP: no QP here to invalidate it on.
-    return replace_window(pd_of(rmr.pz), vm);
+    return replace_window(vm);
 }
 
-ibv_pd *VerbsTransport::pd_of(kit::Pz *pz) {
-    std::lock_guard<std::mutex> lock(pd_mu_);
-    auto it = pds_.find(pz);
-    return it == pds_.end() ? nullptr : it->second.pd;
-}
 
 } // namespace dat2::verbs
