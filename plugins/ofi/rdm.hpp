@@ -52,12 +52,13 @@ struct RdmCtx {
     Part part[2];
     RdmCtxBlock *block = nullptr;
     std::uint8_t left = 0; // parts not completed yet
-    // Atomic for the scans at a connection's end (the loop thread), relaxed
-    // stores on the post and completion paths (plain stores on x86):
-    // a receive with the provider, cancelled when the connection ends;
+    // Atomic for the scans at a connection's end (the loop thread); the post
+    // and completion paths store without a locked instruction.
+    // A receive with the provider, cancelled when the connection ends:
     std::atomic<bool> recv_posted{false};
-    // a receive, RDMA read or fetching atomic with the provider
-    // (Transport::ops_writing_memory).
+    // A receive, RDMA read or fetching atomic with the provider
+    // (Transport::ops_writing_memory); cleared with release at the
+    // completion, so that a scan that sees it clear sees the data written.
     std::atomic<bool> writes_memory{false};
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
 };

@@ -742,10 +742,10 @@ TEST_P(RmrConnectedTest, AbruptIaCloseFreesABoundWindow) {
     server.ia.pz = server.ia.ia = DAT_HANDLE_NULL;
 }
 
-// A window's binding ends with the Endpoint it was bound through; the free
-// does not wait for the window (Soft-RoCE holds a QP while a type 2 window
-// is bound through it, and waited tens of seconds in ibv_destroy_qp). The
-// window can be bound again through another connection.
+// A window's binding ends with the Endpoint it was bound through: freeing
+// that Endpoint does not wait for the window (a device may hold a QP while
+// a type 2 window is bound through it), and the window can be bound again
+// through another connection.
 TEST_P(RmrConnectedTest, FreeingTheEndpointOfABoundWindowReturnsPromptly) {
     (void)bind_middle(kRemoteRw);
     const auto t0 = std::chrono::steady_clock::now();
