@@ -519,14 +519,17 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
             const int ms = deadline.poll_ms();
             pollfd fds[2] = {{evd->wake_fd, POLLIN, 0}, {-1, POLLIN, 0}};
             int nfds = 1;
-            lock.unlock();
             bool may_block = true;
             if (evd->cq) {
+                // Under the lock, as in dat_cno_wait: a transport may change
+                // what stands behind the EVD's queue (ofi closes a queue
+                // whose connections are gone) only while holding it.
                 fds[1].fd = evd->ia->transport->cq_fd(*evd);
                 nfds = fds[1].fd >= 0 ? 2 : 1;
                 // fd < 0: the transport wakes the EVD itself when completions arrive.
                 may_block = evd->ia->transport->cq_arm(*evd);
             }
+            lock.unlock();
             if (may_block) {
                 int rc = ::poll(fds, nfds, ms);
                 if (rc < 0 && errno != EINTR) {
