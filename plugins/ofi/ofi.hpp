@@ -92,9 +92,16 @@ struct OfiDomain {
 };
 
 // The completion queues behind a DTO EVD: one in each domain its EPs are in
-// (a queue serves endpoints of its own domain only). Nearly always one.
+// (a queue serves endpoints of its own domain only), and another in a domain
+// whenever its queues there each have kBindsPerPart endpoint bindings.
+// libfabric 1.17's tcp walks every endpoint bound to a queue at each read
+// of it, and binds and closes by linear searches of the queue's lists,
+// under the lock its reads hold: the size of a queue, not the number of
+// connections, is what a connection's setup, end and free then cost.
+// An EVD of fewer than 64 connected EPs has one queue.
 struct OfiCq {
-    static constexpr int kMaxParts = 8;
+    static constexpr int kMaxParts = 128;
+    static constexpr int kBindsPerPart = 128; // an EP with both directions on the EVD binds twice
     struct Part {
         OfiDomain *dom;
         fid_cq *cq;
@@ -168,6 +175,7 @@ private:
     // domain of its EP's PZ; `grown` as cq_part().
     DAT_RETURN make_endpoint(OfiEp &oep, fi_info *info, bool &grown);
     void close_endpoint(OfiEp &oep);
+    void unbind_queues(OfiEp &oep); // what make_endpoint counted to its queues
     OfiEp *ep_by_fid(const fid *f);
 
     // ---- completion queues and progress (ofi_cq.cpp)
@@ -195,10 +203,24 @@ private:
     OfiDomain base_;          // domain_: taken by the first PZ, and the first part of every EVD's queues
     bool base_taken_ = false; // by a PZ
     void domain_close_if_unused(OfiDomain *dom); // dom_mu_ held
-    // The queue of `evd` in `dom` (made when missing), or dom's null queue
-    // without an EVD; mu_ held. `grown`: a queue was added (the EVD's
+    // A queue of `evd` in `dom` with room for `binds` more endpoint
+    // bindings, counted to it (made when none has room), or dom's null
+    // queue without an EVD; mu_ held. `grown`: a queue was added (the EVD's
     // waiters must look again once mu_ is released).
-    fid_cq *cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown);
+    fid_cq *cq_part(kit::Evd *evd, OfiDomain &dom, int binds, bool &grown);
+    void cq_unbind(fid_cq *cq, int binds); // mu_ held; what cq_part counted
+    // EVDs with a part (not their first) whose last binding went: the loop
+    // closes such parts once they are empty, so that the queues, and their
+    // fds, follow the number of connections down as well as up (mu_).
+    std::vector<kit::Evd *> retiring_;
+    struct Retired {
+        fid_cq *cq;
+        OfiDomain *dom;
+    };
+    // mu_ held, on the loop: takes the unbound, empty parts out of the EVDs
+    // of retiring_ whose lock it can take now, into `out` to be closed once
+    // mu_ is released; whether any EVD is left to look at again.
+    bool retire_parts_locked(std::vector<Retired> &out);
     fid_cq *open_cq(OfiDomain &dom, std::size_t size);
 
     // ---- shared receive queues (ofi_srq.cpp)
@@ -283,6 +305,7 @@ private:
         bool resting = false;                           // in resting_, its fd unwatched
         std::uint32_t seen_dequeues = 0;                // evd->dequeues when the loop last looked
         std::chrono::steady_clock::time_point looked{}; // and when
+        int binds = 0; // endpoint directions bound to a part of an EVD's queues (cq_part)
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
@@ -336,9 +359,12 @@ struct OfiEp {
     // after the shutdown was sent.
     kit::EventLoop::Timer *disconnect_timer = nullptr;
     fid_cq *srq_cq = nullptr; // FI_RECV of an EP with an SRQ (see SrqQueue), in `dom`
-    // The queues `ep` is bound to: the loop drives them while it is connected.
+    // The EVDs' queues `ep` is bound to, as cq_part counted them: send_cq
+    // with send_binds (2 when both directions share it), recv_cq once
+    // (nullptr when shared, or when receives come from the SRQ's queue).
     fid_cq *send_cq = nullptr;
     fid_cq *recv_cq = nullptr;
+    int send_binds = 0;
 };
 
 struct OfiPsp {

@@ -59,7 +59,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
     return DAT_SUCCESS;
 }
 
-fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
+fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, int binds, bool &grown) {
     if (!evd || !evd->cq) {
         if (!dom.null_cq) {
             fi_cq_attr attr{};
@@ -75,41 +75,53 @@ fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
     }
     OfiCq &c = cq_ref(*evd);
     const int n = c.count.load(std::memory_order_acquire);
-    for (int i = 0; i < n; ++i)
-        if (c.parts[i].dom == &dom)
+    // A part of the domain with room; else the one with fewest bindings,
+    // taken only once no part can be added. Every part is watched from its
+    // opening (cqs_), which holds its count.
+    WatchedCq *fewest = nullptr;
+    int fewest_at = -1;
+    for (int i = 0; i < n; ++i) {
+        if (c.parts[i].dom != &dom)
+            continue;
+        WatchedCq &w = cqs_.find(c.parts[i].cq)->second;
+        if (w.binds + binds <= OfiCq::kBindsPerPart) {
+            w.binds += binds;
             return c.parts[i].cq;
+        }
+        if (!fewest || w.binds < fewest->binds) {
+            fewest = &w;
+            fewest_at = i;
+        }
+    }
     if (n == OfiCq::kMaxParts) {
-        DAT2_ERR("%s: EVD %p serves EPs of %d protection zones already, the most it can\n", name(), (void *)evd, n);
+        if (fewest) {
+            fewest->binds += binds;
+            return c.parts[fewest_at].cq;
+        }
+        DAT2_ERR("%s: EVD %p has %d completion queues already, the most it can, none in this EP's PZ\n", name(),
+                 (void *)evd, n);
         return nullptr;
     }
     fid_cq *cq = open_cq(dom, cq_size(*evd));
     if (!cq)
         return nullptr;
-    // dat_evd_wait waits on one fd: with two queues, an epoll set of both.
-    int fds[OfiCq::kMaxParts + 1];
-    int nfds = 0;
-    for (int i = 0; i <= n; ++i) {
-        fid_cq *q = i < n ? c.parts[i].cq : cq;
-        if (fi_control(&q->fid, FI_GETWAIT, &fds[nfds]) == 0)
-            ++nfds;
-    }
-    if (c.wait_fd < 0) {
+    // dat_evd_wait waits on one fd: with two queues, an epoll set of theirs.
+    const bool made = c.wait_fd < 0;
+    if (made)
         c.wait_fd = ::epoll_create1(EPOLL_CLOEXEC);
-        for (int i = 0; c.wait_fd >= 0 && i < nfds - 1; ++i) {
+    for (int i = made ? 0 : n; c.wait_fd >= 0 && i <= n; ++i) {
+        int fd = -1;
+        if (fi_control(&(i < n ? c.parts[i].cq : cq)->fid, FI_GETWAIT, &fd) == 0) {
             epoll_event ev{};
             ev.events = EPOLLIN;
-            ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[i], &ev);
+            ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fd, &ev);
         }
-    }
-    if (c.wait_fd >= 0 && nfds > n) {
-        epoll_event ev{};
-        ev.events = EPOLLIN;
-        ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fds[nfds - 1], &ev);
     }
     if (watch_cq_locked(cq, evd) != DAT_SUCCESS) {
         fi_close(&cq->fid);
         return nullptr;
     }
+    cqs_.find(cq)->second.binds = binds;
     c.parts[n] = {&dom, cq};
     c.count.store(n + 1, std::memory_order_release);
     {
@@ -120,10 +132,83 @@ fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, bool &grown) {
     return cq;
 }
 
+void OfiTransport::cq_unbind(fid_cq *cq, int binds) {
+    // Not found: the EVD was freed while a connection attempt it served was
+    // left behind (dat_ep_modify between the attempt and the next one).
+    auto found = cqs_.find(cq);
+    if (found == cqs_.end())
+        return;
+    WatchedCq &w = found->second;
+    w.binds -= binds;
+    if (w.binds > 0 || cq_ref(*w.evd).parts[0].cq == cq)
+        return;
+    if (std::find(retiring_.begin(), retiring_.end(), w.evd) != retiring_.end())
+        return;
+    try {
+        retiring_.push_back(w.evd);
+    } catch (const std::bad_alloc &) {
+        return; // the part stays open until the EVD is freed or a later unbinding asks again
+    }
+    loop().post([] {}); // a round now
+}
+
+bool OfiTransport::retire_parts_locked(std::vector<Retired> &out) {
+    std::size_t kept = 0;
+    for (kit::Evd *evd : retiring_) {
+        // Every reader of the parts holds the EVD's lock (cq_read, cq_fd,
+        // cq_arm) or mu_ (cq_part). Only tried: a consumer holding the lock
+        // may be waiting for mu_, or in a long progress call.
+        if (!evd->mu.try_lock()) {
+            retiring_[kept++] = evd;
+            continue;
+        }
+        OfiCq &c = cq_ref(*evd);
+        int n = c.count.load(std::memory_order_relaxed);
+        // From the last: the part moved into a freed slot has been looked at.
+        for (int i = n - 1; i >= 1; --i) {
+            fid_cq *cq = c.parts[i].cq;
+            auto found = cqs_.find(cq);
+            WatchedCq &w = found->second;
+            if (w.binds > 0)
+                continue;
+            // Completions the consumer has not read yet (an endpoint's
+            // flushed receives) keep the part until a later unbinding.
+            fi_cq_msg_entry none;
+            if (fi_cq_read(cq, &none, 0) != -FI_EAGAIN)
+                continue;
+            int fd = -1;
+            if (c.wait_fd >= 0 && fi_control(&cq->fid, FI_GETWAIT, &fd) == 0)
+                ::epoll_ctl(c.wait_fd, EPOLL_CTL_DEL, fd, nullptr);
+            loop().unwatch(w.watch); // on the loop: its handler is not running
+            if (w.pending)
+                pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
+            if (w.resting)
+                resting_.erase(std::find(resting_.begin(), resting_.end(), cq));
+            cqs_.erase(found);
+            out.push_back({cq, c.parts[i].dom}); // capacity: see progress_round
+            c.parts[i] = c.parts[--n];
+        }
+        c.count.store(n, std::memory_order_release);
+        // One part again: dat_evd_wait polls its own fd (cq_fd), and the set
+        // goes, unless a thread may be asleep on it.
+        if (n == 1 && c.wait_fd >= 0 && evd->inside.load(std::memory_order_relaxed) == 0) {
+            ::close(c.wait_fd);
+            c.wait_fd = -1;
+        }
+        evd->mu.unlock();
+    }
+    retiring_.resize(kept);
+    return kept > 0;
+}
+
 void OfiTransport::cq_close(kit::Evd &evd) {
     auto *c = static_cast<OfiCq *>(evd.cq);
     if (!c)
         return;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        retiring_.erase(std::remove(retiring_.begin(), retiring_.end(), &evd), retiring_.end());
+    }
     const int n = c->count.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
         unwatch_cq(c->parts[i].cq);
@@ -388,9 +473,19 @@ int OfiTransport::progress_round() {
     using std::chrono::milliseconds;
     constexpr milliseconds kMaxBackoff(64);
     std::vector<kit::Evd *> wake; // woken once mu_ is released
+    std::vector<Retired> retired; // closed once mu_ is released
     int timeout_ms = -1;
     {
         std::lock_guard<std::mutex> lock(mu_);
+        if (!retiring_.empty()) {
+            try {
+                retired.reserve(static_cast<std::size_t>(OfiCq::kMaxParts) * retiring_.size());
+                if (retire_parts_locked(retired))
+                    timeout_ms = 1; // an EVD's lock was held: again soon
+            } catch (const std::bad_alloc &) {
+                timeout_ms = 1;
+            }
+        }
         const auto now = std::chrono::steady_clock::now();
         // While a consumer busy-polls (a queue rests), look once a
         // millisecond whether it has stopped: an RDMA write may be landing
@@ -455,6 +550,12 @@ int OfiTransport::progress_round() {
     }
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
+    for (const Retired &r : retired) {
+        fi_close(&r.cq->fid);
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        --r.dom->cq_parts;
+        domain_close_if_unused(r.dom);
+    }
     // The event queue's fd is to be trusted only once fi_trywait said so.
     fid *eq = &eq_->fid;
     if (fi_trywait(fabric_, &eq, 1) != FI_SUCCESS) {

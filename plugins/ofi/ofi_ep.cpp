@@ -76,9 +76,19 @@ void OfiTransport::close_endpoint(OfiEp &oep) {
         eps_by_fid_.erase(&oep.ep->fid);
         fi_close(&oep.ep->fid);
         oep.ep = nullptr;
+        unbind_queues(oep);
     }
     loop().disarm(oep.disconnect_timer);
     oep.shutdown_sent = false;
+}
+
+void OfiTransport::unbind_queues(OfiEp &oep) {
+    if (oep.send_cq)
+        cq_unbind(oep.send_cq, oep.send_binds);
+    if (oep.recv_cq)
+        cq_unbind(oep.recv_cq, 1);
+    oep.send_cq = nullptr;
+    oep.recv_cq = nullptr;
 }
 
 void OfiTransport::ep_close(kit::Ep &ep) {
@@ -130,16 +140,23 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
         oep.pz = ep.pz;
     }
     OfiDomain &dom = *oep.dom;
-    fid_cq *send_cq = cq_part(ep.request_evd, dom, grown);
-    fid_cq *recv_cq = oep.srq_cq ? oep.srq_cq : cq_part(ep.recv_evd, dom, grown);
-    if (!send_cq || !recv_cq)
+    const bool shared = !oep.srq_cq && ep.request_evd && ep.request_evd == ep.recv_evd;
+    oep.send_binds = shared ? 2 : 1;
+    oep.send_cq = cq_part(ep.request_evd, dom, oep.send_binds, grown);
+    oep.recv_cq = oep.srq_cq || shared || !oep.send_cq ? nullptr : cq_part(ep.recv_evd, dom, 1, grown);
+    fid_cq *send_cq = oep.send_cq;
+    fid_cq *recv_cq = oep.srq_cq ? oep.srq_cq : shared ? send_cq : oep.recv_cq;
+    if (!send_cq || !recv_cq) {
+        unbind_queues(oep);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
+    }
     fid_ep *fep = nullptr;
     if (ep.srq)
         info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; // its receives come from the SRQ's context
     int rc = fi_endpoint(dom.domain, info, &fep, nullptr);
     if (rc) {
         DAT2_ERR("%s: fi_endpoint: %s\n", name(), fi_text(rc));
+        unbind_queues(oep);
         return to_dat(rc, DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP));
     }
     const char *step = "bind event queue";
@@ -159,11 +176,10 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     if (rc) {
         DAT2_ERR("%s: endpoint %s: %s\n", name(), step, fi_text(rc));
         fi_close(&fep->fid);
+        unbind_queues(oep);
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
     oep.ep = fep;
-    oep.send_cq = send_cq;
-    oep.recv_cq = recv_cq;
     eps_by_fid_[&fep->fid] = &oep;
     if (oep.srq_cq) {
         // Its receives complete on the recv EVD it has now (dat_ep_modify may

@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <functional>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -345,6 +346,130 @@ TEST_P(LimitsConnectedTest, IdleConnectionCostsNoMoreWithAThousandEvds) {
     // progress thread visited every queue each millisecond.
     EXPECT_LE(many, 2 * few + 10.0) << "an idle connection cost " << many << " ms of CPU time in 400 ms with "
                                     << evds.size() << " more EVDs in the IA, " << few << " ms without them";
+}
+
+// Hundreds of connections whose DTOs complete on one EVD per side: every
+// completion arrives, through dat_evd_wait and dat_evd_dequeue, and once the
+// connections are gone the process holds the descriptors it held before
+// them, while the EVDs live on and serve a new connection. (A transport may
+// spread an EVD's connections over several queues of its own, as ofi does
+// over libfabric tcp, whose per-queue costs grow with the endpoints on it.)
+TEST_P(LimitsConnectedTest, HundredsOfConnectionsOnSharedEvdsCompleteAndGiveTheirDescriptorsBack) {
+    constexpr int kPairs = 200;
+    constexpr DAT_COUNT kQlen = 2 * kPairs + 16;
+    constexpr size_t kEach = 8;
+    DAT_EVD_HANDLE cdto = DAT_HANDLE_NULL, sreq = DAT_HANDLE_NULL, srecv = DAT_HANDLE_NULL;
+    // The client's EPs send and receive on one EVD; the server's on two.
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &cdto));
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &sreq));
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &srecv));
+    conformance::Buffer out, in;
+    ASSERT_DAT_OK(client.register_buffer(out, kEach * kPairs));
+    ASSERT_DAT_OK(server.register_buffer(in, kEach * kPairs));
+    struct Pair {
+        DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+    };
+    std::vector<Pair> pairs;
+    auto connect_one = [&](int i) -> ::testing::AssertionResult {
+        Pair p;
+        if (DAT_RETURN r = client.create_ep_on(&p.c, cdto, cdto, client.conn_evd))
+            return ::testing::AssertionFailure() << "client EP " << i << ": " << conformance::ret_text(r);
+        if (DAT_RETURN r = server.create_ep_on(&p.s, srecv, sreq, server.conn_evd)) {
+            dat_ep_free(p.c);
+            return ::testing::AssertionFailure() << "server EP " << i << ": " << conformance::ret_text(r);
+        }
+        pairs.push_back(p);
+        DAT_LMR_TRIPLET t = in.iov(kEach * static_cast<size_t>(i), kEach);
+        if (DAT_RETURN r = dat_ep_post_recv(p.s, 1, &t, conformance::cookie(i), DAT_COMPLETION_DEFAULT_FLAG))
+            return ::testing::AssertionFailure() << "receive " << i << ": " << conformance::ret_text(r);
+        if (DAT_RETURN r = conformance::connect_ep(p.c, server_addr.ptr(), port))
+            return ::testing::AssertionFailure() << "connect " << i << ": " << conformance::ret_text(r);
+        DAT_EVENT ev{};
+        auto got = conformance::wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev);
+        if (!got)
+            return got << " (pair " << i << ")";
+        if (DAT_RETURN r = dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.s, 0, nullptr))
+            return ::testing::AssertionFailure() << "accept " << i << ": " << conformance::ret_text(r);
+        for (DAT_EVD_HANDLE conn : {server.conn_evd, client.conn_evd})
+            if (!(got = conformance::wait_event(conn, DAT_CONNECTION_EVENT_ESTABLISHED)))
+                return got << " (pair " << i << ")";
+        return ::testing::AssertionSuccess();
+    };
+    auto send_one = [&](int i) -> ::testing::AssertionResult {
+        std::memcpy(out.data + out.reg_off + kEach * static_cast<size_t>(i), &i, sizeof i);
+        DAT_LMR_TRIPLET t = out.iov(kEach * static_cast<size_t>(i), kEach);
+        if (DAT_RETURN r = dat_ep_post_send(pairs[static_cast<size_t>(i)].c, 1, &t, conformance::cookie(1000 + i),
+                                            DAT_COMPLETION_DEFAULT_FLAG))
+            return ::testing::AssertionFailure() << "send " << i << ": " << conformance::ret_text(r);
+        return ::testing::AssertionSuccess();
+    };
+    auto teardown = [&]() {
+        for (Pair &p : pairs) {
+            EXPECT_DAT_OK(dat_ep_disconnect(p.c, DAT_CLOSE_GRACEFUL_FLAG));
+            EXPECT_TRUE(conformance::wait_connection_end(client.conn_evd));
+            EXPECT_TRUE(conformance::wait_connection_end(server.conn_evd));
+            EXPECT_DAT_OK(dat_ep_free(p.c));
+            EXPECT_DAT_OK(dat_ep_free(p.s));
+        }
+        pairs.clear();
+    };
+    // A first connection and its end: what a transport keeps for the EVDs
+    // or the IA once they have served one is not the connections' cost.
+    ASSERT_TRUE(connect_one(0));
+    ASSERT_TRUE(send_one(0));
+    ASSERT_TRUE(conformance::wait_dto_ok(cdto, 1000));
+    ASSERT_TRUE(conformance::wait_dto_ok(srecv, 0));
+    teardown();
+    const std::size_t before = open_fds();
+
+    for (int i = 0; i < kPairs; ++i)
+        ASSERT_TRUE(connect_one(i));
+    const std::size_t connected = open_fds();
+    for (int i = 0; i < kPairs; ++i)
+        ASSERT_TRUE(send_one(i));
+    // The receives by dat_evd_wait, the sends by dat_evd_dequeue.
+    std::vector<int> seen(kPairs, 0);
+    for (int k = 0; k < kPairs; ++k) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(conformance::wait_dto(srecv, &ev)) << "receive " << k + 1 << " of " << kPairs;
+        const DAT_DTO_COMPLETION_EVENT_DATA &d = ev.event_data.dto_completion_event_data;
+        ASSERT_EQ(d.status, DAT_DTO_SUCCESS) << conformance::dto_status_name(d.status);
+        const DAT_UINT64 i = d.user_cookie.as_64;
+        ASSERT_LT(i, static_cast<DAT_UINT64>(kPairs));
+        int value = -1;
+        std::memcpy(&value, in.data + in.reg_off + kEach * i, sizeof value);
+        EXPECT_EQ(value, static_cast<int>(i)) << "the receive of pair " << i << " holds another pair's message";
+        ++seen[i];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), kPairs);
+    int sends = 0;
+    for (auto deadline = Clock::now() + std::chrono::seconds(10); sends < kPairs && Clock::now() < deadline;) {
+        DAT_EVENT ev{};
+        if (dat_evd_dequeue(cdto, &ev) != DAT_SUCCESS)
+            continue;
+        ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+        ASSERT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS);
+        ++sends;
+    }
+    EXPECT_EQ(sends, kPairs) << "send completions dequeued";
+    teardown();
+    // A transport may give queues back on its own thread: a while to do so.
+    std::size_t after = open_fds();
+    for (auto deadline = Clock::now() + std::chrono::seconds(5); after > before && Clock::now() < deadline;
+         after = open_fds())
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::printf("%d connections on shared EVDs: %zu descriptors before, %zu connected, %zu after\n", kPairs, before,
+                connected, after);
+    EXPECT_LE(after, before) << "descriptors not given back after the connections ended";
+
+    // The EVDs serve a new connection.
+    ASSERT_TRUE(connect_one(0));
+    ASSERT_TRUE(send_one(0));
+    EXPECT_TRUE(conformance::wait_dto_ok(cdto, 1000));
+    EXPECT_TRUE(conformance::wait_dto_ok(srecv, 0));
+    teardown();
+    for (DAT_EVD_HANDLE e : {cdto, sreq, srecv})
+        EXPECT_DAT_OK(dat_evd_free(e));
 }
 
 INSTANTIATE_OVER_IAS(LimitsConnectedTest);
