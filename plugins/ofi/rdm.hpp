@@ -403,6 +403,15 @@ private:
 
     // ---- progress (rdm_ia.cpp): the loop's idle hook
     int progress_round();
+    // Before endpoints of ours close: one progress pass of every RDM IA of
+    // the process, this one included (no lock of ours held). shm does not
+    // map the region of a peer in the same process but uses that endpoint's
+    // own, which its close unmaps; what a peer has not taken from us by then
+    // (the connection request shm sends ahead of the first message, a
+    // message whose answer goes into our region) it would read from
+    // unmapped memory.
+    void drive_ias();
+    void drive_once(); // the pass itself; takes mu_
 
     Params params_;
     fi_info *info_ = nullptr;

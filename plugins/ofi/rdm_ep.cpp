@@ -259,6 +259,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
 }
 
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
+    drive_ias();
     std::vector<RdmDomain *> released;
     {
         // Closed under mu_, which the loop's progress round holds while it

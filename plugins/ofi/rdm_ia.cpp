@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 
 namespace dat2::ofi {
@@ -109,7 +110,53 @@ void remove_regions_of_a_former_pid() {
 
 } // namespace
 
+namespace {
+// Every RDM IA of the process (drive_ias). Leaked: IAs may close
+// from static destructors. A child of fork() starts with none: the IAs it
+// inherited are its parent's (their locks possibly held by threads that do
+// not exist in it), and it opens its own.
+std::vector<RdmTransport *> &ias() {
+    static auto *v = new std::vector<RdmTransport *>;
+    return *v;
+}
+std::mutex &ias_mu() {
+    static std::mutex *mu = [] {
+        auto *m = new std::mutex;
+        pthread_atfork([] { ias_mu().lock(); }, [] { ias_mu().unlock(); },
+                       [] {
+                           ias().clear();
+                           ias_mu().unlock();
+                       });
+        return m;
+    }();
+    return *mu;
+}
+} // namespace
+
 RdmTransport::RdmTransport(kit::Ia &ia, const Params &params) : Transport(ia), params_(params) {}
+
+void RdmTransport::drive_ias() {
+    // ias_mu() then an IA's mu_: never the other way (no caller holds a mu_).
+    std::lock_guard<std::mutex> lock(ias_mu());
+    for (RdmTransport *t : ias())
+        t->drive_once();
+}
+
+void RdmTransport::drive_once() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto &[key, fep] : fabric_eps_)
+        for (RdmCq *q : {fep->tx_q, fep->rx_q}) {
+            fi_cq_tagged_entry none;
+            if (q)
+                fi_cq_read(q->cq, &none, 0); // progress only: no completion is taken
+        }
+    std::lock_guard<std::mutex> dlock(dom_mu_);
+    for (auto &dom : domains_) {
+        fi_cq_tagged_entry none;
+        if (dom->null_cq)
+            fi_cq_read(dom->null_cq, &none, 0);
+    }
+}
 
 DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     const char *name = this->name();
@@ -254,11 +301,25 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
              info_->domain_attr->mr_mode, directed_recv_ ? "yes" : "no (tags only)",
              fence_after_write_ ? "fenced" : "ordered", user_keys_ ? "ours" : "the provider's",
              caps.ext.fetch_add ? "yes" : "no");
+    try {
+        std::lock_guard<std::mutex> lock(ias_mu());
+        ias().push_back(this);
+    } catch (const std::bad_alloc &) {
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    }
     return DAT_SUCCESS;
 }
 
 // The loop has stopped (kit::Ia's destructor): no handler runs.
 RdmTransport::~RdmTransport() {
+    {
+        std::lock_guard<std::mutex> lock(ias_mu());
+        auto self = std::find(ias().begin(), ias().end(), this);
+        if (self != ias().end()) // not when open() failed
+            ias().erase(self);
+    }
+    if (!fabric_eps_.empty())
+        drive_ias(); // this IA is no longer among them
     std::vector<RdmConn *> conns;
     for (auto &[id, c] : conns_) {
         if (c->fd >= 0)

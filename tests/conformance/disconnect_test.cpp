@@ -533,6 +533,52 @@ TEST_P(DisconnectTest, FreeConnectedEndpoint) {
     EXPECT_TRUE(no_event(client.req_evd)) << "event for a freed Endpoint";
 }
 
+// A program that closes its IA as soon as its connection is established
+// (a client that exits at once), over and over: the peer IA learns that
+// each connection ended, and keeps working. Both IAs are in this process:
+// over shm, a peer in the same process reads the closing side's memory
+// directly, and what it had not yet taken from the closing side when that
+// side's endpoints went would be read from unmapped memory.
+TEST_P(DisconnectTest, AnIaClosedRightAfterItsConnectionIsEstablishedLeavesItsPeerWorking) {
+    constexpr int kRounds = 30;
+    for (int i = 0; i < kRounds; ++i) {
+        ASSERT_NO_FATAL_FAILURE(client_connect());
+        DAT_CR_HANDLE cr = server_wait_cr();
+        ASSERT_NE(cr, DAT_HANDLE_NULL);
+        ASSERT_DAT_OK(dat_cr_accept(cr, server.ep, 0, nullptr));
+        ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED)) << "round " << i;
+        client.close();
+        // The server's side ends, established first or not.
+        for (;;) {
+            DAT_EVENT ev{};
+            const DAT_RETURN r = next_event(server.conn_evd, &ev);
+            ASSERT_EQ(r, DAT_SUCCESS) << "round " << i << ": no end of the connection: " << ret_text(r);
+            if (ev.event_number == DAT_CONNECTION_EVENT_ESTABLISHED)
+                continue;
+            ASSERT_TRUE(ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED ||
+                        ev.event_number == DAT_CONNECTION_EVENT_BROKEN ||
+                        ev.event_number == DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR)
+                << "round " << i << ": " << event_text(ev);
+            break;
+        }
+        server.free_ep();
+        ASSERT_DAT_OK(server.create_ep());
+        ASSERT_DAT_OK(client.open(ia_name));
+        ASSERT_DAT_OK(client.create_ep());
+    }
+    // The server's IA still carries a connection and a message.
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    Buffer in, out;
+    ASSERT_DAT_OK(server.post_recvs(in, 1, 7));
+    ASSERT_DAT_OK(client.register_buffer(out, 64));
+    out.fill(3);
+    DAT_LMR_TRIPLET t = out.iov(0, 64);
+    ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(8), DAT_COMPLETION_DEFAULT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 8));
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 7));
+    EXPECT_EQ(in.mismatch(0, 64, 3, 0), -1);
+}
+
 TEST_P(DisconnectTest, FreeDisconnectedEndpoint) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
