@@ -98,7 +98,8 @@ struct OfiDomain {
 // of it, and binds and closes by linear searches of the queue's lists,
 // under the lock its reads hold: the size of a queue, not the number of
 // connections, is what a connection's setup, end and free then cost.
-// An EVD of fewer than 64 connected EPs has one queue.
+// An EVD with fewer than kBindsPerPart bindings (64 EPs that send and
+// receive on it, 128 that use it one way) has one queue.
 struct OfiCq {
     static constexpr int kMaxParts = 128;
     static constexpr int kBindsPerPart = 128; // an EP with both directions on the EVD binds twice
