@@ -413,6 +413,20 @@ int RdmTransport::progress_round() {
             const DAT_EP_STATE s = kit::ep_state(*rep.owner);
             if (!rep.conn || (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING))
                 continue;
+            // An answer is counted when the consumer reads its completion:
+            // completions waiting unread in the EP's request queue (its
+            // consumer waits elsewhere, as an MPI library's finalize waits
+            // on its connection EVD only) may be the answers. The bound
+            // starts again rather than break an answered connection.
+            if (rep.fep && rep.fep->tx_q) {
+                fi_cq_tagged_entry none;
+                const ssize_t n = fi_cq_read(rep.fep->tx_q->cq, &none, 0);
+                if (n == 0 || n == -FI_EAVAIL) {
+                    rep.rma_stamp_ns.store(now_ns, std::memory_order_relaxed);
+                    watch[keep++] = id;
+                    continue;
+                }
+            }
             DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
                      "target, or the target stopped); the connection is broken\n",
                      name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));

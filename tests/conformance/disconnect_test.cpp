@@ -579,6 +579,34 @@ TEST_P(DisconnectTest, AnIaClosedRightAfterItsConnectionIsEstablishedLeavesItsPe
     EXPECT_EQ(in.mismatch(0, 64, 3, 0), -1);
 }
 
+// RDMA Writes whose completions the consumer leaves unread for seconds
+// (it waits on its connection EVD, as MVAPICH2's MPI_Finalize does), then a
+// graceful disconnect from both sides: each side's connection ends
+// DISCONNECTED, not BROKEN (a consumer counting DISCONNECTED events waits
+// for ever otherwise), and the writes completed successfully.
+TEST_P(DisconnectTest, WritesLeftUnreadForSecondsThenAGracefulDisconnectIsNotBroken) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    Buffer target, src;
+    ASSERT_DAT_OK(server.register_buffer(target, 4096, DAT_MEM_PRIV_ALL_FLAG));
+    ASSERT_DAT_OK(client.register_buffer(src, 4096));
+    src.fill(5);
+    constexpr int kWrites = 4;
+    for (int i = 0; i < kWrites; ++i) {
+        DAT_LMR_TRIPLET l = src.iov(static_cast<size_t>(i) * 512, 512);
+        DAT_RMR_TRIPLET r = target.rmr(static_cast<size_t>(i) * 512, 512);
+        ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(20 + i), &r, DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    // Longer than any bound a transport may set on an unanswered write.
+    EXPECT_TRUE(no_event(client.conn_evd, 3'000'000)) << "the connection ended while its writes were answered";
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    for (int i = 0; i < kWrites; ++i)
+        EXPECT_TRUE(wait_dto_ok(client.req_evd, 20 + i));
+    EXPECT_EQ(target.mismatch(0, kWrites * 512, 5, 0), -1);
+}
+
 TEST_P(DisconnectTest, FreeDisconnectedEndpoint) {
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
