@@ -66,6 +66,29 @@ else
   failed=$((failed + 1)); failures+=("package"); grep -E "^(FAIL|skip)" "$out/package.log" | head -40; tail -n 20 "$out/package.log"
 fi
 
+# The clients' sources sit beside the project's clone (../shared/clients);
+# a clone made elsewhere (a CI checkout) finds them where the project's is.
+if [ -z "${DAT2_CLIENTS_SRC:-}" ] && [ ! -d "$top/../shared/clients" ] && [ -d /work/shared/clients ]; then
+  export DAT2_CLIENTS_SRC=/work/shared/clients
+fi
+# client_cached LABEL NAME SCRIPT COLD: true when the client build SCRIPT
+# makes is in the cache (or DAT2_BUILD_CLIENTS=1 lets the stage build it);
+# otherwise the stage LABEL is skipped, saying why and how to build it.
+client_cached() {
+  local label=$1 name=$2 script=$3 cold=$4 key prefix
+  key=$(bash "$top/tests/clients/$script" --key 2>"$out/$label-key.err")
+  prefix=${DAT2_CLIENT_CACHE:-/var/cache/dat2-clients}/$name-$key
+  if [ -z "$key" ]; then
+    echo "[$label] SKIP: no $name sources: $(tail -n 1 "$out/$label-key.err")"
+  elif [ ! -e "$prefix/.complete" ] && [ "${DAT2_BUILD_CLIENTS:-0}" != 1 ]; then
+    echo "[$label] SKIP: $name is not built in $prefix (a cold build takes $cold on 2 cores);" \
+         "build it once with: bash tests/clients/$script $out/plain/lib (or DAT2_BUILD_CLIENTS=1 here)"
+  else
+    return 0
+  fi
+  skips=$((skips + 1))
+  return 1
+}
 # MPI over our uDAPL (tests/clients/README.md): MVAPICH2 1.9, built once per
 # machine into DAT2_CLIENT_CACHE (default /var/cache/dat2-clients), runs the
 # OSU benchmarks and its own test programs over ofi-tcp with the plain
@@ -75,16 +98,7 @@ fi
 # it here). The 4-rank test programs, minutes each, are left to
 # run-clients.sh alone.
 if [ -e "$out/plain/lib/libdat2.so" ]; then
-  mv2_key=$(bash "$top/tests/clients/build-mvapich2.sh" --key 2>"$out/mpi-key.err")
-  mv2_prefix=${DAT2_CLIENT_CACHE:-/var/cache/dat2-clients}/mvapich2-1.9-$mv2_key
-  if [ -z "$mv2_key" ]; then
-    echo "[mpi] SKIP: no MVAPICH2 sources: $(tail -n 1 "$out/mpi-key.err")"
-    skips=$((skips + 1))
-  elif [ ! -e "$mv2_prefix/.complete" ] && [ "${DAT2_BUILD_CLIENTS:-0}" != 1 ]; then
-    echo "[mpi] SKIP: MVAPICH2 1.9 is not built in $mv2_prefix (a cold build takes ~53 min on 2 cores);" \
-         "build it once with: bash tests/clients/build-mvapich2.sh $out/plain/lib (or DAT2_BUILD_CLIENTS=1 here)"
-    skips=$((skips + 1))
-  else
+  if client_cached mpi mvapich2-1.9 build-mvapich2.sh "15 to 53 min"; then
     echo "[mpi] MVAPICH2 1.9 over ofi-tcp, one host and two namespaces (tests/clients/run-clients.sh)"
     mpi_checks=(local2:wrong-ia local2:osu_latency local2:osu_bw local2:osu_bibw local2:osu_allreduce
                 local2:pt2pt/sendrecv1 local2:pt2pt/sendrecv3 local2:pt2pt/anyall local2:pt2pt/sendall
@@ -103,6 +117,23 @@ if [ -e "$out/plain/lib/libdat2.so" ]; then
     else
       failed=$((failed + 1)); failures+=("mpi-clients: no summary"); tail -n 40 "$out/mpi-clients.log"
     fi
+  fi
+fi
+# Open MPI 1.6.5's udapl BTL (DAT 1.2, through our libdat.so.1) over
+# ofi-tcp, with its own tcp BTL in the same run for the ratio table
+# (tests/clients/openmpi-1.6.5-udapl.sh); cached like MVAPICH2.
+if [ -e "$out/plain/lib/libdat.so" ]; then
+  if client_cached openmpi openmpi-1.6.5 build-openmpi.sh "about 20 min"; then
+    echo "[openmpi] Open MPI 1.6.5, btl udapl over ofi-tcp beside btl tcp (tests/clients/openmpi-1.6.5-udapl.sh)"
+    t0=$SECONDS
+    DAT2_MPI_TIMEOUT=${DAT2_MPI_TIMEOUT:-300} bash "$top/tests/clients/openmpi-1.6.5-udapl.sh" "$out/plain/lib" ofi-tcp \
+      >"$out/openmpi.log" 2>&1
+    grep -E "^(PASS|FAIL):|^# size|^ *[0-9]+ " "$out/openmpi.log" | sed 's/^/[openmpi] /'
+    n=$(grep -c "^PASS:" "$out/openmpi.log"); f=$(grep -c "^FAIL:" "$out/openmpi.log")
+    if [ "$n" = 0 ] && [ "$f" = 0 ]; then f=1; tail -n 40 "$out/openmpi.log"; fi
+    passed=$((passed + n)); failed=$((failed + f))
+    [ "$f" = 0 ] || failures+=("openmpi")
+    echo "[openmpi] $n passed, $f failed in $((SECONDS - t0)) s"
   fi
 fi
 # intercept_send=0 (ASan and TSan): the sanitizer checks a sendmsg buffer after the call returned; by
