@@ -55,6 +55,9 @@ struct Params {
     std::string fabric;
     unsigned link_timeout_ms = 0; // 0: the kernel's TCP defaults (README, "Link loss")
     std::string ep_type;          // "msg", "rdm", or empty: msg where the provider has it (ofi_plugin.cpp)
+    // write_completion=transmit: RDMA writes complete once sent, not once
+    // the target placed them (README, "RDMA write completion").
+    bool write_transmit = false;
 };
 bool parse_params(const std::string &text, Params &out, std::string &error);
 
@@ -262,6 +265,11 @@ private:
     // have (the slot goes back to the pool), else nullptr. `status` becomes
     // the DTO's (the first error of either part).
     kit::Op *immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATUS &status);
+    // The flags of every RDMA write: delivery completion unless the IA's
+    // params ask for transmit completion.
+    std::uint64_t write_flags() const {
+        return params_.write_transmit ? FI_COMPLETION : FI_COMPLETION | FI_DELIVERY_COMPLETE;
+    }
 
     Params params_;
     fi_info *info_ = nullptr;

@@ -230,8 +230,9 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         msg.context = &op;
         // A write completes only once the target has placed it: a write the
         // target refuses (bad key, range or privilege) then fails here instead
-        // of being reported as a success before the connection drops.
-        rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+        // of being reported as a success before the connection drops. Unless
+        // the IA says write_completion=transmit (write_flags()).
+        rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, write_flags())
                                                : fi_readmsg(fep, &msg, FI_COMPLETION);
         break;
     }

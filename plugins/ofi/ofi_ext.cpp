@@ -112,9 +112,9 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
     wmsg.rma_iov = &rma;
     wmsg.rma_iov_count = 1;
     wmsg.context = &slot->write_ctx;
-    // Delivery completion, as for any RDMA write (post()): a write the
+    // Completion as for any RDMA write (post()): on delivery, a write the
     // target refuses fails here.
-    ssize_t rc = fi_writemsg(oep.ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    ssize_t rc = fi_writemsg(oep.ep, &wmsg, write_flags());
     if (rc) {
         {
             std::lock_guard<std::mutex> lock(immed_mu_);

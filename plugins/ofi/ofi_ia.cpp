@@ -106,8 +106,15 @@ bool parse_params(const std::string &text, Params &out, std::string &error) {
                 return false;
             }
             out.link_timeout_ms = static_cast<unsigned>(ms);
+        } else if (key == "write_completion") {
+            if (value != "delivery" && value != "transmit") {
+                error = "write_completion=" + value + ": not delivery or transmit";
+                return false;
+            }
+            out.write_transmit = value == "transmit";
         } else {
-            error = "unknown key '" + key + "' (known: provider, address, domain, fabric, link_timeout_ms, ep_type)";
+            error = "unknown key '" + key +
+                    "' (known: provider, address, domain, fabric, link_timeout_ms, ep_type, write_completion)";
             return false;
         }
     }

@@ -34,8 +34,18 @@ std::unique_ptr<kit::Transport> make_transport(kit::Ia &ia, const std::string &i
         error = DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
         return nullptr;
     }
-    if (params.ep_type == "rdm" || (params.ep_type.empty() && !has_msg_endpoints(params)))
+    if (params.ep_type == "rdm" || (params.ep_type.empty() && !has_msg_endpoints(params))) {
+        if (params.write_transmit) {
+            // An RDM target drops a write it refuses without a word (shm):
+            // only the answer delivery completion waits for reveals it.
+            DAT2_ERR("%s: ia_params \"%s\": write_completion=transmit needs a connected (FI_EP_MSG) provider; "
+                     "'%s' opens reliable-datagram endpoints, whose writes complete on delivery\n",
+                     ia.name.c_str(), ia_params.c_str(), params.provider.c_str());
+            error = DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+            return nullptr;
+        }
         return std::make_unique<ofi::RdmTransport>(ia, params);
+    }
     return std::make_unique<ofi::OfiTransport>(ia, params);
 }
 

@@ -25,6 +25,11 @@ std::vector<std::string> ia_names() {
     return names;
 }
 
+bool transmit_write_completion() {
+    const char *env = std::getenv("DAT2_CONFORMANCE_WRITE_COMPLETION");
+    return env && std::string(env) == "transmit";
+}
+
 std::string param_name(const ::testing::TestParamInfo<std::string> &info) {
     std::string out;
     for (char c : info.param)

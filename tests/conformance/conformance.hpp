@@ -48,6 +48,11 @@ inline constexpr bool kTsanBuild = false;
 using namespace std::chrono_literals;
 
 std::vector<std::string> ia_names();
+// DAT2_CONFORMANCE_WRITE_COMPLETION=transmit: the IAs under test complete an
+// RDMA Write once sent (the ofi plugin's write_completion=transmit), so a
+// write the target refuses may complete successfully before the connection
+// breaks.
+bool transmit_write_completion();
 
 // gtest parameter names: "ofi-tcp" -> "ofi_tcp".
 std::string param_name(const ::testing::TestParamInfo<std::string> &info);

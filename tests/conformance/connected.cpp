@@ -506,6 +506,18 @@ void ConnectedTest::sync_rdma_write(DAT_IA_HANDLE ia, const Buffer &b, size_t of
     EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia, &t, 1));
 }
 
+long ConnectedTest::landed(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len, unsigned char seed,
+                           size_t pat_off) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+        sync_rdma_write(ia, b, off, len);
+        const long at = b.mismatch(off, len, seed, pat_off);
+        if (at == -1 || !transmit_write_completion() || std::chrono::steady_clock::now() > until)
+            return at;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 void ConnectedTest::TearDown() {
     client.free_ep();
     server.free_ep();
@@ -598,7 +610,12 @@ void ConnectedTest::expect_rdma_refused(bool write, Buffer &local, size_t local_
     ASSERT_TRUE(wait_dto(client.req_evd, &ev)) << "the RDMA operation never completed";
     const auto &d = ev.event_data.dto_completion_event_data;
     EXPECT_EQ(d.user_cookie.as_64, ck);
-    if (d.status == DAT_DTO_SUCCESS) {
+    if (d.status == DAT_DTO_SUCCESS && write && transmit_write_completion()) {
+        // Sent, then refused: the target breaks the connection instead.
+        DAT_EVENT cev{};
+        EXPECT_TRUE(wait_connection_end(client.conn_evd, &cev))
+            << "a refused RDMA Write completed when sent (transmit completion) and the connection did not break";
+    } else if (d.status == DAT_DTO_SUCCESS) {
         DAT_EVENT cev{};
         bool broke = wait_connection_end(client.conn_evd, &cev, 2'000'000);
         ADD_FAILURE() << "the RDMA " << (write ? "Write" : "Read")

@@ -211,6 +211,11 @@ protected:
     // around RDMA; no-ops otherwise.
     void sync_rdma_read(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len);
     void sync_rdma_write(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len);
+    // After an RDMA Write into `b` completed at its initiator: the mismatch
+    // (Buffer::mismatch) of [off, off + len) against fill(seed) once synced.
+    // Under transmit completion (transmit_write_completion()) the data may
+    // still be on its way: looked at again for up to 5 s until it matches.
+    long landed(DAT_IA_HANDLE ia, const Buffer &b, size_t off, size_t len, unsigned char seed, size_t pat_off);
 
     // Posts an RDMA Write (`write`) or Read on client.ep between `local`, from
     // `local_off`, and `remote`, and judges it as one the target must refuse

@@ -855,6 +855,13 @@ TEST_P(DtoTest, SuppressFlagStillReportsAFailedRdmaWrite) {
     DAT_RMR_TRIPLET remote = t.rmr(0, 512);
     remote.rmr_context = ~t.rmr_context; // not a context the server handed out
     DAT_RETURN r = dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xE2), &remote, DAT_COMPLETION_SUPPRESS_FLAG);
+    if (r == DAT_SUCCESS && transmit_write_completion()) {
+        // It completed successfully when sent, and that completion was
+        // suppressed: the connection breaking is what reports it.
+        EXPECT_TRUE(wait_connection_end(client.conn_evd)) << "the refused, suppressed RDMA Write went unreported";
+        EXPECT_EQ(t.mismatch_byte(0, 4096, kCanary), -1);
+        return;
+    }
     // dat_ep_post_rdma_write(3DAT) lets the provider refuse synchronously; a
     // failed, suppressed RDMA Write must still be reported (with an error).
     ASSERT_NO_FATAL_FAILURE(
@@ -1188,6 +1195,41 @@ TEST_P(DtoStoppedPeerTest, PostingMoreRequestsThanMaxRequestDtosIsInsufficientRe
         }
     }
     EXPECT_TRUE(wait_connection_end(c.conn_evd));
+}
+
+// Transmit completion (transmit_write_completion(): the ofi plugin's
+// write_completion=transmit) completes an RDMA Write once it is sent, so
+// while the target process is stopped; delivery completion may need the
+// target's process to place it (libfabric's software providers) or not (an
+// RDMA NIC answers by itself), so the stop says nothing there. Either way it
+// completes successfully once the target runs again.
+TEST_P(DtoStoppedPeerTest, AnRdmaWriteToAStoppedPeerCompletesWhenSentUnderTransmitCompletion) {
+    ChildPeer child; // forked before this process opens any IA
+    ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::Server, /*expose_lmr=*/true)) << std::strerror(errno);
+    Side c;
+    ASSERT_DAT_OK(c.open(GetParam()));
+    ASSERT_DAT_OK(c.create_ep());
+    ASSERT_TRUE(child.connect_from(c));
+    PeerMsg lm;
+    ASSERT_TRUE(child.receive_kind(PeerMsg::Lmr, &lm));
+    Buffer l;
+    ASSERT_DAT_OK(c.register_buffer(l, 4096));
+    l.fill(0x3D);
+    ASSERT_TRUE(child.stop());
+    DAT_LMR_TRIPLET liov = l.iov(0, 256);
+    DAT_RMR_TRIPLET remote{lm.addr, 256, lm.rmr_context};
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(c.ep, 1, &liov, cookie(0x3D), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    bool done = false;
+    if (transmit_write_completion()) {
+        ASSERT_TRUE(wait_dto(c.req_evd, &ev)) << "the RDMA Write did not complete while its target was stopped";
+        done = true;
+    }
+    child.signal(SIGCONT);
+    if (!done)
+        ASSERT_TRUE(wait_dto(c.req_evd, &ev)) << "the RDMA Write did not complete after its target ran again";
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(ev);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x3Du);
 }
 
 } // namespace

@@ -413,8 +413,7 @@ protected:
                             : dat_ep_post_rdma_read(c2, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG));
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
         if (write) {
-            sync_rdma_write(server.ia.ia, target2, 0, target2.size);
-            EXPECT_EQ(target2.mismatch(kPage, 512, 0x38, kPage), -1) << "the write did not land";
+            EXPECT_EQ(landed(server.ia.ia, target2, kPage, 512, 0x38, kPage), -1) << "the write did not land";
         } else {
             EXPECT_EQ(local.mismatch(kPage, 512, kTargetSeed, kPage), -1) << "the read brought back other data";
         }
@@ -431,9 +430,8 @@ protected:
         DAT_LMR_TRIPLET l = local.iov(kPage, remote.segment_length);
         ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(ck), &remote, DAT_COMPLETION_DEFAULT_FLAG));
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
-        sync_rdma_write(server.ia.ia, target, 0, target.size);
         const size_t off = static_cast<size_t>(remote.virtual_address - reinterpret_cast<uintptr_t>(target.data));
-        EXPECT_EQ(target.mismatch(off, remote.segment_length, seed, kPage), -1) << "the write did not land";
+        EXPECT_EQ(landed(server.ia.ia, target, off, remote.segment_length, seed, kPage), -1) << "the write did not land";
         EXPECT_EQ(target.mismatch(0, off, kTargetSeed, 0), -1) << "memory before the write changed";
         const size_t end = off + remote.segment_length;
         EXPECT_EQ(target.mismatch(end, target.size - end, kTargetSeed, end), -1) << "memory after the write changed";
