@@ -1226,8 +1226,9 @@ TEST_P(DtoStoppedPeerTest, AnRdmaWriteToAStoppedPeerCompletesWhenSentUnderTransm
         done = true;
     }
     child.signal(SIGCONT);
-    if (!done)
+    if (!done) {
         ASSERT_TRUE(wait_dto(c.req_evd, &ev)) << "the RDMA Write did not complete after its target ran again";
+    }
     EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(ev);
     EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x3Du);
 }
