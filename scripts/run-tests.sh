@@ -128,7 +128,7 @@ if [ -e "$out/plain/lib/libdat.so" ]; then
     t0=$SECONDS
     DAT2_MPI_TIMEOUT=${DAT2_MPI_TIMEOUT:-300} bash "$top/tests/clients/openmpi-1.6.5-udapl.sh" "$out/plain/lib" ofi-tcp \
       >"$out/openmpi.log" 2>&1
-    grep -E "^(PASS|FAIL):|^# size|^ *[0-9]+ " "$out/openmpi.log" | sed 's/^/[openmpi] /'
+    grep -E "^(PASS|FAIL):|^# size|[|]" "$out/openmpi.log" | sed 's/^/[openmpi] /'
     n=$(grep -c "^PASS:" "$out/openmpi.log"); f=$(grep -c "^FAIL:" "$out/openmpi.log")
     if [ "$n" = 0 ] && [ "$f" = 0 ]; then f=1; tail -n 40 "$out/openmpi.log"; fi
     passed=$((passed + n)); failed=$((failed + f))
