@@ -27,6 +27,15 @@ namespace dat2::ofi {
 
 namespace {
 
+// A zero-entry read: runs the provider's progress on `cq` without taking a
+// completion from its consumer; true when completions (or an error entry)
+// wait in it.
+bool holds_completions(fid_cq *cq) {
+    fi_cq_tagged_entry none;
+    const ssize_t n = fi_cq_read(cq, &none, 0);
+    return n == 0 || n == -FI_EAVAIL;
+}
+
 bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
     fi_atomic_attr attr{};
     return fi_query_atomic(domain, FI_UINT64, op, &attr, flags) == 0 && attr.count >= 1 && attr.size == 8;
@@ -418,14 +427,10 @@ int RdmTransport::progress_round() {
             // consumer waits elsewhere, as an MPI library's finalize waits
             // on its connection EVD only) may be the answers. The bound
             // starts again rather than break an answered connection.
-            if (rep.fep && rep.fep->tx_q) {
-                fi_cq_tagged_entry none;
-                const ssize_t n = fi_cq_read(rep.fep->tx_q->cq, &none, 0);
-                if (n == 0 || n == -FI_EAVAIL) {
-                    rep.rma_stamp_ns.store(now_ns, std::memory_order_relaxed);
-                    watch[keep++] = id;
-                    continue;
-                }
+            if (rep.fep && rep.fep->tx_q && holds_completions(rep.fep->tx_q->cq)) {
+                rep.rma_stamp_ns.store(now_ns, std::memory_order_relaxed);
+                watch[keep++] = id;
+                continue;
             }
             DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
                      "target, or the target stopped); the connection is broken\n",
@@ -452,9 +457,7 @@ int RdmTransport::progress_round() {
                 waiters = waiters || waiter;
                 if (!busy && !waiter)
                     continue;
-                fi_cq_tagged_entry none;
-                const ssize_t n = fi_cq_read(q->cq, &none, 0);
-                const bool nonempty = n == 0 || n == -FI_EAVAIL;
+                const bool nonempty = holds_completions(q->cq);
                 const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
                 if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
                     active = true;

@@ -81,9 +81,8 @@ std::vector<double> timed(std::size_t n, const std::function<DAT_RETURN(std::siz
 // The cost of one object does not grow with how many exist: empty, or what
 // grew. Frees (oldest first) are judged both ways: a free that searches
 // what is left gets cheaper as objects go. A creation cheaper at the end
-// than at the start is warm-up (the VM's emulated CPU translates each path
-// the first time it runs: 19 us per PZ among the first thousand, 1.3 among
-// the last), not a cost of how many exist.
+// than at the start is warm-up (an emulated CPU translates each path the
+// first time it runs), not a cost of how many exist.
 // Under TSan each descriptor operation also updates the sanitizer's own
 // per-descriptor state, whose cost grows with the descriptors open (EVD
 // create: 140 us per object among the first thousand, 780 among the last of

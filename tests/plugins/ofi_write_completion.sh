@@ -15,23 +15,8 @@ tcp-delivery u2.0 nonthreadsafe default $libdir/libdat2_ofi.so dat2.2.0 "provide
 tcp-soon u2.0 nonthreadsafe default $libdir/libdat2_ofi.so dat2.2.0 "provider=tcp address=127.0.0.1 write_completion=soon" ""
 shm-transmit u2.0 nonthreadsafe default $libdir/libdat2_ofi.so dat2.2.0 "provider=shm write_completion=transmit" ""
 CONF
-open() { DAT_OVERRIDE=$tmp/dat.conf "$probe" "$1" >"$tmp/out" 2>"$tmp/err"; }
-for ia in tcp-transmit tcp-delivery; do
-    open $ia
-    if grep -q "ia_params" "$tmp/err" || grep -q "DAT_INVALID_PARAMETER" "$tmp/out"; then
-        echo "FAIL: $ia: refused:"; sed 's/^/    /' "$tmp/out" "$tmp/err"; fail=1
-    else
-        echo "ok: $ia: opened ($(head -c 120 "$tmp/out"))"
-    fi
-done
-check_refused() { # IA WHAT-THE-LOG-LINE-SAYS
-    open "$1"
-    if grep -q "DAT_INVALID_PARAMETER" "$tmp/out" && grep -q "$2" "$tmp/err"; then
-        echo "ok: $1: refused, saying '$2'"
-    else
-        echo "FAIL: $1: not refused as it should be:"; sed 's/^/    /' "$tmp/out" "$tmp/err"; fail=1
-    fi
-}
-check_refused tcp-soon "write_completion=soon: not delivery or transmit"
-check_refused shm-transmit "write_completion=transmit needs a connected (FI_EP_MSG) provider"
+. "$(dirname "${BASH_SOURCE[0]}")/params_lib.sh"
+expect_taken tcp-transmit tcp-delivery
+expect_refused tcp-soon "write_completion=soon: not delivery or transmit"
+expect_refused shm-transmit "write_completion=transmit needs a connected (FI_EP_MSG) provider"
 exit $fail
