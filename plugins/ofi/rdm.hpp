@@ -152,6 +152,12 @@ struct RdmEp {
     // answers breaks the connection (kRmaAnswerTimeout, progress_round).
     std::atomic<int> rma_out{0};
     std::atomic<std::int64_t> rma_stamp_ns{0};
+    // When we last asked the peer to drive its progress (RdmTransport::nudge).
+    std::atomic<std::int64_t> nudged_ns{0};
+    // The loop's nudges for the operations outstanding since rma_stamp_ns
+    // was nudge_stamp_ns: each waits twice as long as the one before.
+    std::int64_t nudge_stamp_ns = 0;
+    unsigned loop_nudges = 0;
     // Messages sent on the connection, and received (completions read): a
     // disconnect names how many it follows, and the receiving side ends the
     // connection once those arrived (or after kDrainTimeout): the side
@@ -347,29 +353,48 @@ private:
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
     void av_release(RdmDomain &dom, const std::string &name);               // mu_ held
 
-    // Runs `post` (a libfabric post returning ssize_t) until the provider
-    // takes it: -FI_EAGAIN means "drive progress and try again" (shm's first
-    // message to a peer waits for the peer to map our region; a full queue
-    // drains as completions are written). Bounded: a queue that stays full
-    // is the caller's DAT_INSUFFICIENT_RESOURCES.
+    // Runs `post` (a libfabric post returning ssize_t) on `rep`'s endpoint
+    // until the provider takes it: -FI_EAGAIN means "drive progress and try
+    // again" (shm's first message to a peer waits for the peer to map our
+    // region; a full queue drains as completions are written; shm takes one
+    // small RDMA write per peer at a time, and the next only once the
+    // target's progress has carried the last out). What waits for the
+    // peer's progress asks the peer for it (nudge) rather than wait for its
+    // loop's next round. Bounded: a queue that stays full (a peer that does
+    // not progress at all) is the caller's DAT_INSUFFICIENT_RESOURCES.
     template <class Post>
-    ssize_t post_retrying(RdmFabricEp &fep, Post &&post,
-                          std::chrono::milliseconds bound = std::chrono::milliseconds(50)) {
+    ssize_t post_retrying(RdmEp &rep, Post &&post, std::chrono::milliseconds bound = std::chrono::milliseconds(50)) {
         ssize_t rc = post();
         if (rc != -FI_EAGAIN)
             return rc;
-        const auto until = std::chrono::steady_clock::now() + bound;
+        RdmFabricEp &fep = *rep.fep;
+        const auto start = std::chrono::steady_clock::now();
+        const auto until = start + bound;
         for (unsigned i = 1; rc == -FI_EAGAIN; ++i) {
             fi_cq_tagged_entry none;
             fi_cq_read(fep.tx_cq, &none, 0);
             if (fep.rx_cq != fep.tx_cq)
                 fi_cq_read(fep.rx_cq, &none, 0);
             rc = post();
-            if ((i & 63) == 0 && std::chrono::steady_clock::now() > until)
-                break;
+            if ((i & 15) == 0 && rc == -FI_EAGAIN) {
+                const auto now = std::chrono::steady_clock::now();
+                if (now > until)
+                    break;
+                if (now - start > kNudgeAfter)
+                    nudge(rep);
+            }
         }
         return rc;
     }
+    // Asks the peer of `rep` over the side channel (rdmwire::kNudge) to
+    // drive its provider's progress for a while: an operation of ours waits
+    // for it. At most one per kNudgeEvery; mu_ not held (nudge_locked: held).
+    void nudge(RdmEp &rep);
+    void nudge_locked(RdmEp &rep);
+    static constexpr std::chrono::microseconds kNudgeAfter{20};
+    static constexpr std::chrono::milliseconds kNudgeEvery{1};
+    // How long a nudged IA runs its progress rounds back to back.
+    static constexpr std::chrono::milliseconds kNudgedSpin{2};
 
     // The connection's hello (kHelloBit), once the peer is attached; mu_ not held.
     void hello(RdmEp &rep);
@@ -449,6 +474,7 @@ private:
     // (ep_await_writers, 2 s).
     static constexpr std::chrono::milliseconds kLingerProgress{5000};
     std::uint64_t round_ = 0;
+    std::int64_t spin_until_ns_ = 0; // the loop's: a peer's nudge (kNudgedSpin)
     static constexpr int kMaxRoundMs = 64;
     int round_ms_ = 1; // the loop's: how long the next wait may be
     std::chrono::steady_clock::time_point quiet_since_{};

@@ -367,6 +367,8 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
             end_data_path(*rep);
             report.disconnected(*rep->owner, false);
             retire = true;
+        } else if (m.kind == kNudge) {
+            spin_until_ns_ = (std::chrono::steady_clock::now() + kNudgedSpin).time_since_epoch().count();
         } else {
             retire = on_conn_lost(c, report, EPROTO);
         }

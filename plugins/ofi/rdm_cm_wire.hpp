@@ -32,6 +32,7 @@ enum Kind : std::uint8_t {
     kNoListener = 4, // passive -> active: nobody listens on that qualifier (NON_PEER_REJECTED)
     kReady = 5,      // active -> passive: the accept arrived; the connection is established
     kDisconnect = 6, // either way: the connection ends (DISCONNECTED, not BROKEN)
+    kNudge = 7,      // either way, connected: an operation of the sender waits for the receiver's progress
 };
 
 struct Message {
@@ -88,7 +89,7 @@ inline Parse decode(const unsigned char *buf, std::size_t len, Message &out, std
         return Parse::kBad;
     if (have > 4 && buf[4] != kVersion)
         return Parse::kBad;
-    if (have > 5 && (buf[5] < kRequest || buf[5] > kDisconnect))
+    if (have > 5 && (buf[5] < kRequest || buf[5] > kNudge))
         return Parse::kBad;
     if (have < kHeaderSize)
         return Parse::kNeedMore;

@@ -430,6 +430,29 @@ void RdmTransport::rma_posted(RdmEp &rep) {
     rma_watch_.push_back(rep.id);
 }
 
+void RdmTransport::nudge(RdmEp &rep) {
+    // Most calls come within kNudgeEvery of the last nudge: those take no lock.
+    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (now - rep.nudged_ns.load(std::memory_order_relaxed) < std::chrono::nanoseconds(kNudgeEvery).count())
+        return;
+    std::lock_guard<std::mutex> lock(mu_);
+    nudge_locked(rep);
+}
+
+void RdmTransport::nudge_locked(RdmEp &rep) {
+    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::int64_t last = rep.nudged_ns.load(std::memory_order_relaxed);
+    if (now - last < std::chrono::nanoseconds(kNudgeEvery).count() ||
+        !rep.nudged_ns.compare_exchange_strong(last, now, std::memory_order_relaxed))
+        return;
+    RdmConn *c = rep.conn ? conn_by_id(rep.conn) : nullptr;
+    if (c && (c->state == RdmConn::kConnected || c->state == RdmConn::kAwaitReady)) {
+        rdmwire::Message m;
+        m.kind = rdmwire::kNudge;
+        send_message(*c, m);
+    }
+}
+
 void RdmTransport::hello(RdmEp &rep) {
     RdmFabricEp *fep = rep.fep;
     RdmCtxBlock *b = rep.block;
@@ -442,15 +465,15 @@ void RdmTransport::hello(RdmEp &rep) {
     fi_msg_tagged rmsg{nullptr, nullptr,    0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit,
                        0,       &r.part[0], 0};
     r.recv_posted.store(true, std::memory_order_relaxed);
-    if (post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
+    if (post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
         r.recv_posted.store(false, std::memory_order_relaxed);
         b->release();
     }
     fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
-    // The peer answers within its next progress round (a millisecond), or
+    // The peer answers once nudged, or within its next progress round, or
     // it is busy: a bound of its own, not the post path's.
     const ssize_t rc = post_retrying(
-        *fep, [&] { return fi_tsendmsg(fep->ep, &smsg, FI_COMPLETION); }, std::chrono::milliseconds(1000));
+        rep, [&] { return fi_tsendmsg(fep->ep, &smsg, FI_COMPLETION); }, std::chrono::milliseconds(1000));
     if (rc != 0) {
         b->release();
         DAT2_LOG(log::kGeneric, "%s: EP %p: the connection's first message was not taken: %s\n", name(),
@@ -477,7 +500,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             &c->part[0], 0};
         c->recv_posted.store(true, std::memory_order_relaxed);
         writes_memory(*c);
-        rc = post_retrying(*fep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
+        rc = post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
     } else {
         rep.requests_out.fetch_add(1, std::memory_order_relaxed);
         if (kind == kit::PostKind::kSend) {
@@ -492,7 +515,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                 flags |= FI_FENCE;
                 rep.wrote = false;
             }
-            rc = post_retrying(*fep, [&] { return fi_tsendmsg(fep->ep, &msg, flags); });
+            rc = post_retrying(rep, [&] { return fi_tsendmsg(fep->ep, &msg, flags); });
             if (rc == 0)
                 rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
         } else {
@@ -503,12 +526,12 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
                 // Delivery completion: a write the target refuses (key, range,
                 // access) fails here, and on shm it takes the target's checked
                 // path even if the domain's ordering would allow the other.
-                rc = post_retrying(*fep,
+                rc = post_retrying(rep,
                                    [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
                 rep.wrote = true;
             } else {
                 writes_memory(*c);
-                rc = post_retrying(*fep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
+                rc = post_retrying(rep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
             }
         }
         if (rc) {
@@ -567,7 +590,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     fi_rma_iov rma{remote.virtual_address, remote.segment_length, remote.rmr_context};
     fi_msg_rma wmsg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c.part[0], 0};
     ssize_t rc =
-        post_retrying(*rep.fep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+        post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
     if (rc) {
         c.left = 1;
         if (rc == -FI_EAGAIN)
@@ -581,7 +604,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     const std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (fence_after_write_ ? FI_FENCE : 0);
     // The write is on its way and cannot be taken back: a queue still full
     // after a while fails the DTO when the write completes.
-    rc = post_retrying(*rep.fep, [&] { return fi_tsendmsg(rep.fep->ep, &smsg, flags); });
+    rc = post_retrying(rep, [&] { return fi_tsendmsg(rep.fep->ep, &smsg, flags); });
     if (rc == 0)
         rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
     if (rc) {
@@ -618,12 +641,12 @@ DAT_RETURN RdmTransport::post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const k
     if (cswap) {
         fi_ioc compare{&op.operand[0], 1};
         void *compare_desc = nullptr;
-        rc = post_retrying(*rep.fep, [&] {
+        rc = post_retrying(rep, [&] {
             return fi_compare_atomicmsg(rep.fep->ep, &msg, &compare, &compare_desc, 1, &original, &original_desc, 1,
                                         FI_COMPLETION);
         });
     } else {
-        rc = post_retrying(*rep.fep, [&] {
+        rc = post_retrying(rep, [&] {
             return fi_fetch_atomicmsg(rep.fep->ep, &msg, &original, &original_desc, 1, FI_COMPLETION);
         });
     }

@@ -396,6 +396,7 @@ int RdmTransport::progress_round() {
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
     bool busy = false, waiters = false, active = false;
+    std::int64_t now_ns;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         watch.swap(rma_watch_);
@@ -407,15 +408,30 @@ int RdmTransport::progress_round() {
         // without a response), and one that stopped progressing never will.
         // After kRmaAnswerTimeout the connection breaks: the kit flushes
         // what is outstanding, and memory stays as it was.
-        const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+        now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
         std::size_t keep = 0;
         for (std::uint64_t id : watch) {
             auto it = eps_.find(id);
             if (it == eps_.end() || it->second->rma_out.load(std::memory_order_relaxed) <= 0)
                 continue;
             RdmEp &rep = *it->second;
-            if (now_ns - rep.rma_stamp_ns.load(std::memory_order_relaxed) <
-                std::chrono::nanoseconds(kRmaAnswerTimeout).count()) {
+            const std::int64_t stamp = rep.rma_stamp_ns.load(std::memory_order_relaxed);
+            const std::int64_t waited = now_ns - stamp;
+            if (waited < std::chrono::nanoseconds(kRmaAnswerTimeout).count()) {
+                // Taken by the provider, but the target's progress carries it
+                // out (shm places a write, and serves a read, in the target's
+                // progress): a target that only watches its memory is asked.
+                // A target that refused it (shm answers nothing) spins for
+                // each nudge: they come at 1, 2, 4, ... ms.
+                if (stamp != rep.nudge_stamp_ns) {
+                    rep.nudge_stamp_ns = stamp;
+                    rep.loop_nudges = 0;
+                }
+                if (rep.loop_nudges < 16 &&
+                    waited > (std::chrono::nanoseconds(kNudgeEvery).count() << rep.loop_nudges)) {
+                    ++rep.loop_nudges;
+                    nudge_locked(rep);
+                }
                 watch[keep++] = id;
                 continue;
             }
@@ -491,6 +507,9 @@ int RdmTransport::progress_round() {
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();
+    // A peer's operation waits for our progress (its nudge): rounds back to back.
+    if (now_ns < spin_until_ns_)
+        return 0;
     if (waiters)
         return 1;
     if (!busy)

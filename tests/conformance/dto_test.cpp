@@ -627,6 +627,39 @@ TEST_P(DtoTest, RdmaWriteLandsWhileTheTargetThatWasPollingOnlyWatchesMemory) {
     EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x72));
 }
 
+// A target that has done nothing for a while (its transport may have
+// slowed whatever it does on the target's behalf) and then receives a
+// window of small writes back to back, as a consumer streams them: every
+// post is taken (DAT_INSUFFICIENT_RESOURCES is for a request queue that is
+// full, dat_ep_post_rdma_write(3DAT), and this one holds 16), and every
+// write lands and completes.
+TEST_P(DtoTest, AWindowOfSmallRdmaWritesToATargetIdleForAWhileIsTakenAndLands) {
+    constexpr int kWrites = 16;
+    constexpr size_t kSize = 64;
+    Buffer t, s;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, kWrites * kSize, 0x7A, t, kWrites * kSize, kRemoteWrite));
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    for (int i = 0; i < kWrites; ++i) {
+        DAT_LMR_TRIPLET local = s.iov(i * kSize, kSize);
+        DAT_RMR_TRIPLET remote = t.rmr(i * kSize, kSize);
+        const DAT_RETURN rv =
+            dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0x700 + i), &remote, DAT_COMPLETION_DEFAULT_FLAG);
+        ASSERT_EQ(rv, DAT_SUCCESS) << "write " << i << " of a window of " << kWrites << ": " << ret_text(rv);
+    }
+    const volatile unsigned char *last = t.data + kWrites * kSize - 1;
+    const unsigned char want = pattern_byte(0x7A, kWrites * kSize - 1);
+    const auto limit = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (*last != want && std::chrono::steady_clock::now() < limit)
+        std::this_thread::yield();
+    ASSERT_EQ(*last, want) << "the last write did not land within 5 s";
+    for (int i = 0; i < kWrites; ++i)
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, 0x700 + i)) << "write " << i;
+    sync_rdma_write(server.ia.ia, t, 0, t.size);
+    EXPECT_EQ(t.mismatch(0, kWrites * kSize, 0x7A, 0), -1);
+}
+
 // ---- RDMA ----------------------------------------------------------------------------
 
 TEST_P(DtoTest, RdmaWriteLandsExactlyAtTheRemoteRange) {

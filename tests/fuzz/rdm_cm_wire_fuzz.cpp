@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     //    input, every kind.
     if (size >= 2) {
         Message m;
-        m.kind = static_cast<Kind>(kRequest + data[0] % 6);
+        m.kind = static_cast<Kind>(kRequest + data[0] % kNudge);
         const std::size_t rest = size - 2;
         m.addr_len = has_address(m.kind) ? 1 + (rest ? data[1] % (rest < kMaxAddr ? rest : kMaxAddr) : 0) : 0;
         if (m.addr_len > rest)
