@@ -330,6 +330,17 @@ private:
     // (mu_ held); fills `report`, returns the connection to retire.
     RdmConn *finish_disconnect(RdmEp &rep, kit::ConnectionReport &report);
     void break_connection(std::uint64_t ep_id);
+    // The connection of `rep` breaks because its libfabric endpoint will
+    // not answer (mu_ held): the report goes into `broken` and the side
+    // channel into dead_conns_, both finished by the loop once mu_ is
+    // released. Nothing of its operations will complete by itself.
+    void break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken);
+    // `fep` left an RMA unanswered (mu_ held): a provider may hold the
+    // answers to everything the endpoint sends after it behind that one
+    // (shm 1.17 walks an endpoint's responses in order and stops at the first
+    // not answered; a refused RMA is never answered), so the connections
+    // still on it break now, and new ones get a new endpoint.
+    void retire_stalled(RdmFabricEp *fep, std::vector<kit::ConnectionReport> &broken);
     // An accept whose requester is gone: ACCEPT_COMPLETION_ERROR, from the loop.
     void fail_accept_later(RdmEp &rep);
 
@@ -459,6 +470,17 @@ private:
     std::uint64_t next_ep_id_ = 1;
     using FabricEpKey = std::tuple<RdmDomain *, kit::Evd *, kit::Evd *>;
     std::map<FabricEpKey, std::unique_ptr<RdmFabricEp>> fabric_eps_;
+    // Libfabric endpoints that left an RMA unanswered (retire_stalled): no
+    // connection gets them any more; closed with their EVDs.
+    std::vector<std::unique_ptr<RdmFabricEp>> stalled_feps_;
+    // Every libfabric endpoint, in use or stalled (mu_ held).
+    template <class F>
+    void for_each_fep(F &&f) {
+        for (auto &entry : fabric_eps_)
+            f(*entry.second);
+        for (auto &fep : stalled_feps_)
+            f(*fep);
+    }
     // Retired blocks with operations still with the provider, one reference
     // each (the EP's, handed over): freed once only that one is left, or
     // with the transport, whose endpoints no longer complete anything.

@@ -277,6 +277,15 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
                 ++it;
             }
         }
+        for (auto it = stalled_feps_.begin(); it != stalled_feps_.end();) {
+            if ((*it)->request_evd == &evd || (*it)->recv_evd == &evd) {
+                fi_close(&(*it)->ep->fid);
+                released.push_back((*it)->dom);
+                it = stalled_feps_.erase(it);
+            } else {
+                ++it;
+            }
+        }
     }
     for (RdmDomain *dom : released)
         domain_release(dom);
@@ -418,6 +427,39 @@ void RdmTransport::end_data_path(RdmEp &rep) {
     loop().disarm(rep.disconnect_timer);
     rep.graceful_pending = false;
     rep.draining = false;
+}
+
+void RdmTransport::break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken) {
+    if (rep.block)
+        rep.block->peer_stalled.store(true, std::memory_order_relaxed);
+    broken.emplace_back();
+    RdmConn *c = detach_conn(rep.conn);
+    end_data_path(rep);
+    broken.back().disconnected(*rep.owner, true);
+    dead_conns_.push_back(c);
+}
+
+void RdmTransport::retire_stalled(RdmFabricEp *fep, std::vector<kit::ConnectionReport> &broken) {
+    auto it = std::find_if(fabric_eps_.begin(), fabric_eps_.end(),
+                           [fep](const auto &entry) { return entry.second.get() == fep; });
+    if (!fep || it == fabric_eps_.end())
+        return; // retired already
+    stalled_feps_.push_back(std::move(it->second));
+    fabric_eps_.erase(it);
+    int others = 0;
+    for (auto &[id, rep] : eps_) {
+        if (rep->fep != fep || !rep->conn)
+            continue;
+        const DAT_EP_STATE s = kit::ep_state(*rep->owner);
+        if (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING)
+            continue;
+        break_stalled(*rep, broken);
+        ++others;
+    }
+    DAT2_ERR("%s: the libfabric endpoint of that EP (shared by the EPs of its PZ and pair of EVDs) is retired: "
+             "the provider may hold everything it sends after the unanswered operation; %d other connection%s on "
+             "it broken; new connections get a new endpoint\n",
+             name(), others, others == 1 ? "" : "s");
 }
 
 // ---- posts ------------------------------------------------------------------------------

@@ -153,12 +153,13 @@ void RdmTransport::drive_ias() {
 
 void RdmTransport::drive_once() {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto &[key, fep] : fabric_eps_)
-        for (RdmCq *q : {fep->tx_q, fep->rx_q}) {
+    for_each_fep([](RdmFabricEp &fep) {
+        for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
             fi_cq_tagged_entry none;
             if (q)
                 fi_cq_read(q->cq, &none, 0); // progress only: no completion is taken
         }
+    });
     std::lock_guard<std::mutex> dlock(dom_mu_);
     for (auto &dom : domains_) {
         fi_cq_tagged_entry none;
@@ -327,7 +328,7 @@ RdmTransport::~RdmTransport() {
         if (self != ias().end()) // not when open() failed
             ias().erase(self);
     }
-    if (!fabric_eps_.empty())
+    if (!fabric_eps_.empty() || !stalled_feps_.empty())
         drive_ias(); // this IA is no longer among them
     std::vector<RdmConn *> conns;
     for (auto &[id, c] : conns_) {
@@ -336,10 +337,12 @@ RdmTransport::~RdmTransport() {
         c->fd = -1;
     }
     conns_.clear();
-    for (auto &[key, fep] : fabric_eps_)
-        if (fep->ep)
-            fi_close(&fep->ep->fid);
+    for_each_fep([](RdmFabricEp &fep) {
+        if (fep.ep)
+            fi_close(&fep.ep->fid);
+    });
     fabric_eps_.clear();
+    stalled_feps_.clear();
     // EVDs were closed before the IA (their queues with them).
     for (auto &dom : domains_) {
         if (dom->null_cq)
@@ -451,37 +454,36 @@ int RdmTransport::progress_round() {
             DAT2_ERR("%s: EP %p: an RDMA or atomic operation was not answered within %lld ms (refused by the "
                      "target, or the target stopped); the connection is broken\n",
                      name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));
-            if (rep.block)
-                rep.block->peer_stalled.store(true, std::memory_order_relaxed);
-            broken.emplace_back();
-            RdmConn *c = detach_conn(rep.conn);
-            end_data_path(rep);
-            broken.back().disconnected(*rep.owner, true);
-            dead_conns_.push_back(c);
+            RdmFabricEp *fep = rep.fep;
+            break_stalled(rep, broken);
+            retire_stalled(fep, broken);
         }
         watch.resize(keep);
         busy = connected_ > 0 || now_ns < linger_until_ns_;
         ++round_;
         // Only the queues a libfabric endpoint is bound to can have work:
         // EVDs no Endpoint connected through cost nothing.
-        for (auto &[key, fep] : fabric_eps_)
-            for (RdmCq *q : {fep->tx_q, fep->rx_q}) {
-                if (!q || q->polled_round == round_)
-                    continue;
-                q->polled_round = round_;
-                const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
-                waiters = waiters || waiter;
-                if (!busy && !waiter)
-                    continue;
-                const bool nonempty = holds_completions(q->cq);
-                const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
-                if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
-                    active = true;
-                q->was_nonempty = nonempty;
-                q->seen_reads = reads;
-                if (nonempty && waiter)
-                    wake.push_back(q->evd);
-            }
+        auto look = [&](RdmCq *q) {
+            if (!q || q->polled_round == round_)
+                return;
+            q->polled_round = round_;
+            const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
+            waiters = waiters || waiter;
+            if (!busy && !waiter)
+                return;
+            const bool nonempty = holds_completions(q->cq);
+            const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
+            if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
+                active = true;
+            q->was_nonempty = nonempty;
+            q->seen_reads = reads;
+            if (nonempty && waiter)
+                wake.push_back(q->evd);
+        };
+        for_each_fep([&](RdmFabricEp &fep) {
+            look(fep.tx_q);
+            look(fep.rx_q);
+        });
         if (busy) {
             std::lock_guard<std::mutex> dlock(dom_mu_);
             for (auto &dom : domains_) {

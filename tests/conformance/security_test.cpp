@@ -160,6 +160,36 @@ TEST_P(SecurityTest, RdmaReadFromLmrWithLocalPrivilegesOnly) {
     expect_refused(false, at(reg_begin, 512));
 }
 
+// ---- after a refusal ------------------------------------------------------------------------------
+// A refusal ends at most the connection it happened on: new Endpoints on
+// the same EVDs, connected again, carry RDMA as before. (Whatever the
+// refusal left behind in the transport -- an answer that never came -- must
+// not outlive that connection.)
+
+TEST_P(SecurityTest, AfterARefusedRdmaWriteNewEndpointsOnTheSameEvdsCarryRdma) {
+    ASSERT_NO_FATAL_FAILURE(make_target(priv(kLocalRw | DAT_MEM_PRIV_REMOTE_WRITE_FLAG)));
+    DAT_RMR_TRIPLET bad = at(reg_begin, 512);
+    bad.rmr_context = ~target.rmr_context;
+    expect_refused(true, bad);
+    client.free_ep();
+    server.free_ep();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (DAT_EVD_HANDLE evd : {client.conn_evd, server.conn_evd, client.req_evd, server.recv_evd})
+        drain(evd);
+    ASSERT_DAT_OK(client.create_ep());
+    ASSERT_DAT_OK(server.create_ep());
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int i = 0; i < 2; ++i) { // the second, after the first was answered
+        const unsigned char seed = static_cast<unsigned char>(0x6B + i);
+        local.fill(seed);
+        DAT_LMR_TRIPLET l = local.iov(kPage, 512);
+        DAT_RMR_TRIPLET good = at(reg_begin, 512);
+        ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &l, cookie(seed), &good, DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, seed)) << "write " << i << " on the new connection";
+        EXPECT_EQ(landed(server.ia.ia, target, reg_begin, 512, seed, kPage), -1) << "write " << i << " did not land";
+    }
+}
+
 // ---- freed LMR ------------------------------------------------------------------------------------
 // dat_lmr_free(3DAT): "The use of rmr_context of the destroyed LMR by a remote peer
 // for an RDMA DTO results in an error and broken connection on which it was used.
