@@ -105,6 +105,7 @@ struct RdmAvEntry {
 };
 struct RdmDomain {
     fid_domain *domain = nullptr;
+    std::uint8_t tag = 0; // 1..rdmwire::kMaxPzTag: the high bits of its rmr_contexts (where pz_tags_)
     fid_av *av = nullptr;
     fid_cq *null_cq = nullptr; // bound where an EP has no EVD for a direction
     int users = 0;             // LMRs, RMR bindings and libfabric endpoints in it (dom_mu_)
@@ -133,6 +134,7 @@ struct RdmEp {
     fi_addr_t peer = FI_ADDR_UNSPEC;
     std::uint64_t tag = 0;         // our receives match it
     std::uint64_t peer_tag = 0;    // our sends carry it
+    std::uint8_t peer_pz_tag = 0;  // its Endpoint's PZ tag (0: its contexts carry none)
     std::string peer_name;         // its address vector entry (counted, rdm_cm.cpp)
     RdmDomain *peer_dom = nullptr; // the domain whose address vector holds it
     RdmCtxBlock *block = nullptr;
@@ -195,6 +197,7 @@ struct RdmConn {
     bool disconnect_sent = false;
     std::string peer_name;        // passive: the requester's fabric address
     std::uint64_t peer_tag = 0;   // passive: the requester's tag
+    std::uint8_t peer_pz_tag = 0; // passive: the requester's PZ tag
     sockaddr_storage peer_addr{}; // passive: the requester's IP address and port
 };
 
@@ -319,8 +322,8 @@ private:
     // The data path of `rep`'s connection is over (mu_ held): its receives
     // cancelled, its address vector entry released.
     void end_data_path(RdmEp &rep);
-    // The peer of `rep` (mu_ held): its address vector entry and tag.
-    DAT_RETURN attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag);
+    // The peer of `rep` (mu_ held): its address vector entry, tag and PZ tag.
+    DAT_RETURN attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag, std::uint8_t peer_pz_tag);
     // Starts `rep`'s side of a connection (mu_ held): its shared libfabric
     // endpoint and a new tag.
     DAT_RETURN prepare_data_path(RdmEp &rep);
@@ -350,10 +353,11 @@ private:
     std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown);
     void wake_grown(kit::Evd *request, kit::Evd *recv);
     void close_fabric_eps_of(kit::Evd &evd);
+    // `key`: the provider's key of remote.rmr_context (remote_key).
     DAT_RETURN post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
-                                const DAT_RMR_TRIPLET &remote);
+                                const DAT_RMR_TRIPLET &remote, std::uint64_t key);
     DAT_RETURN post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment &result,
-                           const DAT_RMR_TRIPLET &remote);
+                           const DAT_RMR_TRIPLET &remote, std::uint64_t key);
     // The context of `op` in `rep`'s current block (a new block when the
     // EP's records were rebuilt), counted as with the provider.
     RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
@@ -459,6 +463,19 @@ private:
     bool fence_after_write_ = false; // no FI_ORDER_SAW: a send after a write carries FI_FENCE
     bool delivery_complete_ = true;
     bool user_keys_ = false; // no FI_MR_PROV_KEY: we choose the keys
+    // Keys we choose, or the provider's that count up from 1 (util's key
+    // map: shm, rxm, rxd): the top kPzTagBits of an rmr_context are then
+    // its PZ's tag, and the key the rest (kKeyMask). An access with a
+    // context of another PZ of the peer's IA is refused before the provider
+    // sees it: shm answers a refused RMA with nothing, and what the
+    // initiating endpoint sends afterwards waits behind it (retire_stalled).
+    bool pz_tags_ = false;
+    static constexpr unsigned kKeyBits = 32 - rdmwire::kPzTagBits;
+    static constexpr std::uint64_t kKeyMask = (std::uint64_t(1) << kKeyBits) - 1;
+    // The provider key of `ctx` for an RDMA access on `rep`'s connection;
+    // false (logged) when the context names another PZ than the peer
+    // Endpoint's (dat_ep_post_rdma_write(3DAT): DAT_PROTECTION_VIOLATION).
+    bool remote_key(const RdmEp &rep, DAT_RMR_CONTEXT ctx, std::uint64_t &key) const;
     std::atomic<std::uint32_t> next_key_{1};
     std::uint64_t tag_base_ = 0; // random, per IA: tags of other IAs and processes differ
     std::atomic<std::uint32_t> next_tag_{1};

@@ -166,6 +166,7 @@ DAT_RETURN RdmTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
     m.kind = rdmwire::kRequest;
     m.conn_qual = qual;
     m.tag = rep.tag;
+    m.pz_tag = pz_tags_ ? rep.fep->dom->tag : 0;
     m.addr = reinterpret_cast<const unsigned char *>(rep.fep->name.data());
     m.addr_len = rep.fep->name.size();
     m.pdata = static_cast<const unsigned char *>(pdata);
@@ -279,7 +280,7 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
     switch (c.state) {
     case RdmConn::kAwaitAccept:
         if (m.kind == kAccept) {
-            if (attach_peer(*rep, std::string(reinterpret_cast<const char *>(m.addr), m.addr_len), m.tag) !=
+            if (attach_peer(*rep, std::string(reinterpret_cast<const char *>(m.addr), m.addr_len), m.tag, m.pz_tag) !=
                 DAT_SUCCESS) {
                 report.connect_failed(*rep->owner, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
                 retire = true;
@@ -328,6 +329,7 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         loop().disarm(c.timer);
         c.peer_name.assign(reinterpret_cast<const char *>(m.addr), m.addr_len);
         c.peer_tag = m.tag;
+        c.peer_pz_tag = m.pz_tag;
         socklen_t len = sizeof c.peer_addr;
         getpeername(c.fd, reinterpret_cast<sockaddr *>(&c.peer_addr), &len);
         report.request(*c.psp, reinterpret_cast<void *>(static_cast<std::uintptr_t>(c.id)),
@@ -673,7 +675,7 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
         }
         if (DAT_RETURN r = prepare_data_path(rep))
             return r;
-        if (DAT_RETURN r = attach_peer(rep, c->peer_name, c->peer_tag))
+        if (DAT_RETURN r = attach_peer(rep, c->peer_name, c->peer_tag, c->peer_pz_tag))
             return r;
         c->ep = &rep;
         rep.conn = id;
@@ -689,6 +691,7 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
         rdmwire::Message m;
         m.kind = rdmwire::kAccept;
         m.tag = rep.tag;
+        m.pz_tag = pz_tags_ ? rep.fep->dom->tag : 0;
         m.addr = reinterpret_cast<const unsigned char *>(rep.fep->name.data());
         m.addr_len = rep.fep->name.size();
         m.pdata = static_cast<const unsigned char *>(pdata);

@@ -7,7 +7,9 @@
 //
 // A message is a 32-byte header, then the sender's fabric address
 // (`addr_len` bytes, what fi_getname gave), then the consumer's private data
-// (`pdata_len` bytes). Integers are big-endian.
+// (`pdata_len` bytes). Integers are big-endian. Header: magic (4), version,
+// kind, pdata_len (2), addr_len (2), the PZ tag of the sender's Endpoint
+// (kRequest, kAccept; 0 elsewhere), five zero bytes, qualifier (8), tag (8).
 #pragma once
 
 #include <endian.h>
@@ -24,6 +26,11 @@ inline constexpr std::size_t kHeaderSize = 32;
 inline constexpr std::size_t kMaxAddr = 256;  // fi_getname of every provider here is far smaller (shm ~40 B)
 inline constexpr std::size_t kMaxPdata = 256; // the kit lets a consumer send 192
 inline constexpr std::size_t kMaxMessage = kHeaderSize + kMaxAddr + kMaxPdata;
+// The PZ tag of an Endpoint (its domain's, RdmDomain::tag): the high bits of
+// every rmr_context the domain hands out, so that an initiator refuses an
+// RDMA access with the context of another PZ of its peer's IA itself.
+inline constexpr unsigned kPzTagBits = 4;
+inline constexpr std::uint8_t kMaxPzTag = (1u << kPzTagBits) - 1;
 
 enum Kind : std::uint8_t {
     kRequest = 1,    // active -> passive: qualifier, tag, address, private data
@@ -39,6 +46,7 @@ struct Message {
     Kind kind = kRequest;
     std::uint64_t conn_qual = 0; // kRequest: the qualifier asked for
     std::uint64_t tag = 0;       // kRequest, kAccept: what the sender's receives match
+    std::uint8_t pz_tag = 0;     // kRequest, kAccept: the PZ tag of the sender's Endpoint (0: none)
     const unsigned char *addr = nullptr;
     std::size_t addr_len = 0;
     const unsigned char *pdata = nullptr;
@@ -53,7 +61,8 @@ constexpr bool may_carry_pdata(std::uint8_t k) { return k == kRequest || k == kA
 // `m` breaks a limit above (nothing sensible to send).
 inline std::size_t encode(const Message &m, unsigned char *out) {
     if (m.addr_len > kMaxAddr || m.pdata_len > kMaxPdata || (m.addr_len != 0) != has_address(m.kind) ||
-        (m.pdata_len && !may_carry_pdata(m.kind)) || (m.addr_len && !m.addr) || (m.pdata_len && !m.pdata))
+        (m.pdata_len && !may_carry_pdata(m.kind)) || (m.addr_len && !m.addr) || (m.pdata_len && !m.pdata) ||
+        m.pz_tag > kMaxPzTag || (m.pz_tag && !has_address(m.kind)))
         return 0;
     std::memcpy(out, kMagic, 4);
     out[4] = kVersion;
@@ -62,7 +71,8 @@ inline std::size_t encode(const Message &m, unsigned char *out) {
     const std::uint16_t alen = htobe16(static_cast<std::uint16_t>(m.addr_len));
     std::memcpy(out + 6, &plen, 2);
     std::memcpy(out + 8, &alen, 2);
-    std::memset(out + 10, 0, 6);
+    out[10] = m.pz_tag;
+    std::memset(out + 11, 0, 5);
     const std::uint64_t qual = htobe64(m.conn_qual), tag = htobe64(m.tag);
     std::memcpy(out + 16, &qual, 8);
     std::memcpy(out + 24, &tag, 8);
@@ -101,7 +111,9 @@ inline Parse decode(const unsigned char *buf, std::size_t len, Message &out, std
     if (pdata_len > kMaxPdata || addr_len > kMaxAddr || (addr_len != 0) != has_address(kind) ||
         (pdata_len && !may_carry_pdata(kind)))
         return Parse::kBad;
-    for (std::size_t i = 10; i < 16; ++i)
+    if (buf[10] > kMaxPzTag || (buf[10] && !has_address(kind)))
+        return Parse::kBad;
+    for (std::size_t i = 11; i < 16; ++i)
         if (buf[i] != 0)
             return Parse::kBad;
     const std::size_t total = kHeaderSize + addr_len + pdata_len;
@@ -113,6 +125,7 @@ inline Parse decode(const unsigned char *buf, std::size_t len, Message &out, std
     out.kind = static_cast<Kind>(kind);
     out.conn_qual = be64toh(qual);
     out.tag = be64toh(tag);
+    out.pz_tag = buf[10];
     out.addr = addr_len ? buf + kHeaderSize : nullptr;
     out.addr_len = addr_len;
     out.pdata = pdata_len ? buf + kHeaderSize + addr_len : nullptr;

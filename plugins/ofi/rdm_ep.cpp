@@ -393,7 +393,8 @@ void RdmTransport::av_release(RdmDomain &dom, const std::string &name) {
     }
 }
 
-DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag) {
+DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag,
+                                     std::uint8_t peer_pz_tag) {
     fi_addr_t addr;
     if (!rep.fep)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
@@ -403,6 +404,7 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
     rep.peer_dom = rep.fep->dom;
     rep.peer_name = peer_name;
     rep.peer_tag = peer_tag;
+    rep.peer_pz_tag = pz_tags_ ? peer_pz_tag : 0;
     ++connected_;
     return DAT_SUCCESS;
 }
@@ -463,6 +465,22 @@ void RdmTransport::retire_stalled(RdmFabricEp *fep, std::vector<kit::ConnectionR
 }
 
 // ---- posts ------------------------------------------------------------------------------
+
+bool RdmTransport::remote_key(const RdmEp &rep, DAT_RMR_CONTEXT ctx, std::uint64_t &key) const {
+    if (!rep.peer_pz_tag) {
+        key = ctx;
+        return true;
+    }
+    key = ctx & kKeyMask;
+    const unsigned tag = ctx >> kKeyBits;
+    if (tag == rep.peer_pz_tag)
+        return true;
+    DAT2_LOG(log::kGeneric,
+             "%s: EP %p: rmr_context %#x names a memory region or window of another protection zone than the "
+             "peer Endpoint's (its tag %u, the peer's %u): refused\n",
+             name(), (void *)rep.owner, static_cast<unsigned>(ctx), tag, unsigned(rep.peer_pz_tag));
+    return false;
+}
 
 void RdmTransport::rma_posted(RdmEp &rep) {
     if (rep.rma_out.fetch_add(1, std::memory_order_relaxed) != 0)
@@ -529,6 +547,10 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     RdmFabricEp *fep = rep.fep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    std::uint64_t key = 0;
+    if ((kind == kit::PostKind::kRdmaWrite || kind == kit::PostKind::kRdmaRead) &&
+        !remote_key(rep, remote->rmr_context, key))
+        return DAT_ERROR(DAT_PROTECTION_VIOLATION, 0);
     RdmCtx *c = take_ctx(rep, op);
     if (!c)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
@@ -561,7 +583,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             if (rc == 0)
                 rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
         } else {
-            fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
+            fi_rma_iov rma{remote->virtual_address, remote->segment_length, key};
             fi_msg_rma msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c->part[0], 0};
             rma_posted(rep);
             if (kind == kit::PostKind::kRdmaWrite) {
@@ -601,13 +623,16 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
         return DAT_ERROR(DAT_NOT_IMPLEMENTED, 0);
     if (op.ext != kit::ExtKind::kRdmaWriteImmed && nsegs != 1)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
+    std::uint64_t key = 0;
+    if (!remote_key(rep, remote.rmr_context, key))
+        return DAT_ERROR(DAT_PROTECTION_VIOLATION, 0);
     RdmCtx *c = take_ctx(rep, op);
     if (!c)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     rep.requests_out.fetch_add(1, std::memory_order_relaxed);
     rma_posted(rep);
-    DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote)
-                                                           : post_atomic(rep, *c, op, segs[0], remote);
+    DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote, key)
+                                                           : post_atomic(rep, *c, op, segs[0], remote, key);
     if (r != DAT_SUCCESS) {
         rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
         rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
@@ -622,14 +647,14 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
 // arrives after the data (FI_ORDER_SAW, or FI_FENCE). The DTO completes once
 // both have.
 DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment *segs, int nsegs,
-                                          const DAT_RMR_TRIPLET &remote) {
+                                          const DAT_RMR_TRIPLET &remote, std::uint64_t key) {
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     const std::uint64_t total = to_iov(segs, nsegs, iov, desc);
     if (total > kMaxImmedLength)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     c.left = 2;
-    fi_rma_iov rma{remote.virtual_address, remote.segment_length, remote.rmr_context};
+    fi_rma_iov rma{remote.virtual_address, remote.segment_length, key};
     fi_msg_rma wmsg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c.part[0], 0};
     ssize_t rc =
         post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
@@ -660,12 +685,12 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
 }
 
 DAT_RETURN RdmTransport::post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const kit::Segment &result,
-                                     const DAT_RMR_TRIPLET &remote) {
+                                     const DAT_RMR_TRIPLET &remote, std::uint64_t key) {
     const bool cswap = op.ext == kit::ExtKind::kCmpSwap;
     // The operands live in the DTO record until it completes.
     fi_ioc operand{&op.operand[cswap ? 1 : 0], 1};
     void *operand_desc = nullptr;
-    fi_rma_ioc target{remote.virtual_address, 1, remote.rmr_context};
+    fi_rma_ioc target{remote.virtual_address, 1, key};
     fi_msg_atomic msg{};
     msg.msg_iov = &operand;
     msg.desc = &operand_desc;

@@ -36,6 +36,25 @@ bool holds_completions(fid_cq *cq) {
     return n == 0 || n == -FI_EAVAIL;
 }
 
+// Whether the provider's keys count up from a small number (libfabric's
+// util key map: shm, rxm, rxd), judged by two registrations: such keys leave
+// the top bits of an rmr_context free for the PZ's tag.
+bool keys_count_up(fid_domain *domain) {
+    static char probe[2][64];
+    fid_mr *mr[2] = {};
+    std::uint64_t key[2] = {};
+    bool ok = true;
+    for (int i = 0; i < 2 && ok; ++i) {
+        ok = fi_mr_reg(domain, probe[i], sizeof probe[i], FI_REMOTE_WRITE, 0, 0, 0, &mr[i], nullptr) == 0;
+        if (ok)
+            key[i] = fi_mr_key(mr[i]);
+    }
+    for (fid_mr *m : mr)
+        if (m)
+            fi_close(&m->fid);
+    return ok && key[0] < (1u << 16) && key[1] == key[0] + 1;
+}
+
 bool atomic_supported(fid_domain *domain, fi_op op, std::uint64_t flags) {
     fi_atomic_attr attr{};
     return fi_query_atomic(domain, FI_UINT64, op, &attr, flags) == 0 && attr.count >= 1 && attr.size == 8;
@@ -267,6 +286,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     domain_ = first->domain;
     spare_domains_.push_back(first);
+    pz_tags_ = user_keys_ || keys_count_up(domain_);
 
     std::uint32_t random = 0;
     if (getrandom(&random, sizeof random, 0) != sizeof random)
@@ -306,10 +326,11 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     inet_ntop(addr_.ss_family, a, text, sizeof text);
     DAT2_LOG(log::kGeneric,
              "%s: libfabric %s (RDM), fabric %s, domain %s, side channel on %s; mr_mode %#x, directed receives %s, "
-             "send after write %s, keys %s, atomics %s\n",
+             "send after write %s, keys %s%s, atomics %s\n",
              name, info_->fabric_attr->prov_name, info_->fabric_attr->name, info_->domain_attr->name, text,
              info_->domain_attr->mr_mode, directed_recv_ ? "yes" : "no (tags only)",
              fence_after_write_ ? "fenced" : "ordered", user_keys_ ? "ours" : "the provider's",
+             pz_tags_ ? " with the PZ's tag" : "",
              caps.ext.fetch_add ? "yes" : "no");
     try {
         std::lock_guard<std::mutex> lock(ias_mu());

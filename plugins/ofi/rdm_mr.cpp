@@ -37,6 +37,7 @@ RdmDomain *RdmTransport::open_domain() {
             fi_close(&dom->domain->fid);
         return nullptr;
     }
+    dom->tag = static_cast<std::uint8_t>(1 + domains_.size() % rdmwire::kMaxPzTag);
     domains_.push_back(std::move(dom));
     return domains_.back().get();
 }
@@ -92,9 +93,9 @@ DAT_RETURN RdmTransport::register_range(RdmDomain &dom, std::uintptr_t addr, DAT
     int rc;
     for (int tries = 0;; ++tries) {
         if (user_keys_) {
-            requested = next_key_.fetch_add(1, std::memory_order_relaxed);
+            requested = next_key_.fetch_add(1, std::memory_order_relaxed) & kKeyMask;
             if (requested == 0)
-                requested = next_key_.fetch_add(1, std::memory_order_relaxed);
+                requested = next_key_.fetch_add(1, std::memory_order_relaxed) & kKeyMask;
         }
         rc = fi_mr_reg(dom.domain, reinterpret_cast<void *>(addr), len, access, 0, requested, 0, &mr, nullptr);
         // A chosen key still in use (after the counter wrapped): the next one.
@@ -113,14 +114,15 @@ DAT_RETURN RdmTransport::register_range(RdmDomain &dom, std::uintptr_t addr, DAT
         return DAT_ERROR(DAT_MODEL_NOT_SUPPORTED, 0);
     }
     const std::uint64_t key = fi_mr_key(mr);
-    if (key > 0xffffffffull) {
-        // DAT_RMR_CONTEXT is 32 bits wide.
-        DAT2_ERR("%s: libfabric key %#llx does not fit an rmr_context\n", name(), static_cast<unsigned long long>(key));
+    if (key > (pz_tags_ ? kKeyMask : 0xffffffffull)) {
+        // DAT_RMR_CONTEXT is 32 bits wide, the PZ's tag in its top bits.
+        DAT2_ERR("%s: libfabric key %#llx does not fit an rmr_context%s\n", name(),
+                 static_cast<unsigned long long>(key), pz_tags_ ? " beside the PZ's tag" : "");
         fi_close(&mr->fid);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     }
     *out = mr;
-    *key_out = static_cast<DAT_RMR_CONTEXT>(key);
+    *key_out = static_cast<DAT_RMR_CONTEXT>(pz_tags_ ? key | std::uint64_t(dom.tag) << kKeyBits : key);
     return DAT_SUCCESS;
 }
 

@@ -28,6 +28,7 @@ void check_message(const unsigned char *buf, std::size_t len, const Message &m, 
     check(used == kHeaderSize + m.addr_len + m.pdata_len);
     check(m.addr_len <= kMaxAddr && m.pdata_len <= kMaxPdata);
     check((m.addr_len != 0) == has_address(m.kind));
+    check(m.pz_tag <= kMaxPzTag && (m.pz_tag == 0 || has_address(m.kind)));
     check(m.pdata_len == 0 || may_carry_pdata(m.kind));
     check(!m.addr_len || (m.addr == buf + kHeaderSize));
     check(!m.pdata_len || (m.pdata == buf + kHeaderSize + m.addr_len));
@@ -82,6 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         m.pdata = m.pdata_len ? data + 2 + m.addr_len : nullptr;
         m.conn_qual = size;
         m.tag = ~static_cast<std::uint64_t>(size);
+        m.pz_tag = has_address(m.kind) ? data[0] % (kMaxPzTag + 1) : 0;
         unsigned char out[kMaxMessage];
         const std::size_t n = encode(m, out);
         if (has_address(m.kind) && m.addr_len == 0) {
@@ -91,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             Message back;
             std::size_t used = 0;
             check(decode(out, n, back, &used) == Parse::kOk && used == n);
-            check(back.kind == m.kind && back.conn_qual == m.conn_qual && back.tag == m.tag);
+            check(back.kind == m.kind && back.conn_qual == m.conn_qual && back.tag == m.tag && back.pz_tag == m.pz_tag);
             check(back.addr_len == m.addr_len && (!m.addr_len || std::memcmp(back.addr, m.addr, m.addr_len) == 0));
             check(back.pdata_len == m.pdata_len &&
                   (!m.pdata_len || std::memcmp(back.pdata, m.pdata, m.pdata_len) == 0));
