@@ -125,6 +125,18 @@ struct RdmFabricEp {
     std::string name;                          // fi_getname: what peers put in their address vector
 };
 
+// A request the provider kept refusing, as it is to be posted again.
+struct RdmDeferred {
+    kit::PostKind kind = kit::PostKind::kSend;
+    RdmCtx *ctx = nullptr;
+    std::uint64_t flags = 0; // the send's
+    std::uint64_t data = 0;  // the send's remote CQ data
+    fi_rma_iov rma{};        // the write's or read's
+    std::size_t nsegs = 0;
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+};
+
 struct RdmEp {
     kit::Ep *owner = nullptr;
     std::uint64_t id = 0;
@@ -165,6 +177,15 @@ struct RdmEp {
     // connection once those arrived (or after kDrainTimeout): the side
     // channel may overtake data still in the fabric (rxm's tcp stream).
     std::atomic<std::uint64_t> msgs_out{0}, msgs_in{0};
+    // Requests the provider still refused when the post path's bound ran
+    // out (a peer that does not progress: stopped, or starved of CPU), in
+    // posting order: taken as posted (DAT_INSUFFICIENT_RESOURCES is for a
+    // full request queue, which the kit counts), handed to the provider
+    // before any later request (post paths, the loop's rounds), dropped when
+    // the connection ends (the kit flushes them). defer_mu: after mu_.
+    std::mutex defer_mu;
+    std::deque<RdmDeferred> deferred;
+    std::atomic<bool> has_deferred{false};
     std::uint64_t drain_until_msgs = 0; // the peer's disconnect: messages to wait for
     bool draining = false;
     std::chrono::steady_clock::time_point drain_deadline{};
@@ -375,10 +396,12 @@ private:
     // small RDMA write per peer at a time, and the next only once the
     // target's progress has carried the last out). What waits for the
     // peer's progress asks the peer for it (nudge) rather than wait for its
-    // loop's next round. Bounded: a queue that stays full (a peer that does
-    // not progress at all) is the caller's DAT_INSUFFICIENT_RESOURCES.
+    // loop's next round. Bounded: a send, write or read still refused then
+    // waits in the EP's queue (RdmEp::deferred); for the rest, a queue that
+    // stays full is the caller's DAT_INSUFFICIENT_RESOURCES.
+    static constexpr std::chrono::milliseconds kPostBound{50};
     template <class Post>
-    ssize_t post_retrying(RdmEp &rep, Post &&post, std::chrono::milliseconds bound = std::chrono::milliseconds(50)) {
+    ssize_t post_retrying(RdmEp &rep, Post &&post, std::chrono::milliseconds bound = kPostBound) {
         ssize_t rc = post();
         if (rc != -FI_EAGAIN)
             return rc;
@@ -415,6 +438,15 @@ private:
     void hello(RdmEp &rep);
     // Counts an RDMA or atomic operation posted on `rep` (rma_out).
     void rma_posted(RdmEp &rep);
+    // ---- deferred requests (RdmEp::deferred)
+    ssize_t submit(RdmEp &rep, kit::PostKind kind, RdmCtx &c, const iovec *iov, void **desc, std::size_t n,
+                   std::uint64_t flags, std::uint64_t data, const fi_rma_iov *rma); // one attempt
+    // Queues `d` behind the others (defer_mu not held); the loop retries it.
+    void defer(RdmEp &rep, RdmDeferred &&d);
+    // Hands the provider what it takes of `rep`'s deferred requests, in
+    // order (defer_mu held); true when none is left.
+    bool drain_deferred(RdmEp &rep);
+    void drop_deferred(RdmEp &rep); // the connection ended (mu_ held)
 
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
@@ -520,6 +552,7 @@ private:
     std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released
     std::mutex rma_watch_mu_;
     std::vector<std::uint64_t> rma_watch_;
+    std::vector<std::uint64_t> deferred_eps_; // EPs with deferred requests (rma_watch_mu_)
     int handshakes_ = 0; // passive side channels waiting for a request (bounded: kMaxHandshakes)
     int connected_ = 0;  // connections that exist: the loop drives progress while there are any
     // ... and until this time (steady clock, ns) after a connection ended

@@ -411,6 +411,7 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
 
 void RdmTransport::end_data_path(RdmEp &rep) {
     cancel_receives(rep);
+    drop_deferred(rep);
     // A manual-progress provider (rxm) serves a peer's rendezvous read of
     // our sends, and completes our cancelled or matched receives, only
     // while someone reads its queues: a consumer that now waits only on its
@@ -541,6 +542,75 @@ void RdmTransport::hello(RdmEp &rep) {
     }
 }
 
+// One attempt at handing a send, RDMA write or read to the provider.
+inline ssize_t RdmTransport::submit(RdmEp &rep, kit::PostKind kind, RdmCtx &c, const iovec *iov, void **desc,
+                                    std::size_t n, std::uint64_t flags, std::uint64_t data, const fi_rma_iov *rma) {
+    fid_ep *ep = rep.fep->ep;
+    if (kind == kit::PostKind::kSend) {
+        fi_msg_tagged msg{iov, desc, n, rep.peer, rep.peer_tag, 0, &c.part[0], data};
+        return fi_tsendmsg(ep, &msg, flags);
+    }
+    fi_msg_rma msg{iov, desc, n, rep.peer, rma, 1, &c.part[0], 0};
+    // Delivery completion: a write the target refuses (key, range, access)
+    // fails here, and on shm it takes the target's checked path even if the
+    // domain's ordering would allow the other.
+    if (kind == kit::PostKind::kRdmaWrite)
+        return fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    return fi_readmsg(ep, &msg, FI_COMPLETION);
+}
+
+void RdmTransport::defer(RdmEp &rep, RdmDeferred &&d) {
+    {
+        std::lock_guard<std::mutex> g(rep.defer_mu);
+        rep.deferred.push_back(std::move(d));
+        rep.has_deferred.store(true, std::memory_order_release);
+    }
+    DAT2_LOG(log::kGeneric, "%s: EP %p: the provider still refuses a request after %lld ms (the peer does not "
+             "progress); it waits in the EP's queue\n",
+             name(), (void *)rep.owner, static_cast<long long>(kPostBound.count()));
+    std::lock_guard<std::mutex> lock(rma_watch_mu_);
+    deferred_eps_.push_back(rep.id);
+}
+
+bool RdmTransport::drain_deferred(RdmEp &rep) {
+    while (!rep.deferred.empty()) {
+        RdmDeferred &d = rep.deferred.front();
+        fi_cq_tagged_entry none;
+        fi_cq_read(rep.fep->tx_cq, &none, 0);
+        const ssize_t rc = submit(rep, d.kind, *d.ctx, d.iov, d.desc, d.nsegs, d.flags, d.data, &d.rma);
+        if (rc == -FI_EAGAIN)
+            return false;
+        if (rc == 0 && d.kind == kit::PostKind::kSend)
+            rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
+        if (rc) {
+            // Taken as posted: only the connection's end completes it now
+            // (the kit flushes it).
+            DAT2_ERR("%s: EP %p: posting a waiting request: %s; the connection is broken\n", name(),
+                     (void *)rep.owner, fi_text(static_cast<int>(rc)));
+            rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+            if (d.kind != kit::PostKind::kSend)
+                rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+            give_back_ctx(*d.ctx);
+            loop().post([this, id = rep.id] { break_connection(id); });
+        }
+        rep.deferred.pop_front();
+    }
+    rep.has_deferred.store(false, std::memory_order_release);
+    return true;
+}
+
+void RdmTransport::drop_deferred(RdmEp &rep) {
+    std::lock_guard<std::mutex> g(rep.defer_mu);
+    for (RdmDeferred &d : rep.deferred) {
+        rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+        if (d.kind != kit::PostKind::kSend)
+            rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        give_back_ctx(*d.ctx);
+    }
+    rep.deferred.clear();
+    rep.has_deferred.store(false, std::memory_order_release);
+}
+
 DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                               const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
     RdmEp &rep = rep_of(ep);
@@ -567,37 +637,53 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         rc = post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
     } else {
         rep.requests_out.fetch_add(1, std::memory_order_relaxed);
+        std::uint64_t flags = FI_COMPLETION, data = 0;
+        fi_rma_iov rma{};
         if (kind == kit::PostKind::kSend) {
-            std::uint64_t flags = FI_COMPLETION;
-            fi_msg_tagged msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, rep.peer_tag, 0, &c->part[0], 0};
             if (remote) {
                 // Send with invalidate: the context travels as remote CQ data.
-                msg.data = remote->rmr_context;
+                data = remote->rmr_context;
                 flags |= FI_REMOTE_CQ_DATA;
             }
             if (fence_after_write_ && rep.wrote) {
                 flags |= FI_FENCE;
                 rep.wrote = false;
             }
-            rc = post_retrying(rep, [&] { return fi_tsendmsg(fep->ep, &msg, flags); });
-            if (rc == 0)
-                rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
         } else {
-            fi_rma_iov rma{remote->virtual_address, remote->segment_length, key};
-            fi_msg_rma msg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c->part[0], 0};
+            rma = {remote->virtual_address, remote->segment_length, key};
             rma_posted(rep);
-            if (kind == kit::PostKind::kRdmaWrite) {
-                // Delivery completion: a write the target refuses (key, range,
-                // access) fails here, and on shm it takes the target's checked
-                // path even if the domain's ordering would allow the other.
-                rc = post_retrying(rep,
-                                   [&] { return fi_writemsg(fep->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+            if (kind == kit::PostKind::kRdmaWrite)
                 rep.wrote = true;
-            } else {
+            else
                 writes_memory(*c);
-                rc = post_retrying(rep, [&] { return fi_readmsg(fep->ep, &msg, FI_COMPLETION); });
+        }
+        auto record = [&] {
+            RdmDeferred d;
+            d.kind = kind;
+            d.ctx = c;
+            d.flags = flags;
+            d.data = data;
+            d.rma = rma;
+            d.nsegs = static_cast<std::size_t>(nsegs);
+            std::copy(iov, iov + nsegs, d.iov);
+            std::copy(desc, desc + nsegs, d.desc);
+            return d;
+        };
+        if (rep.has_deferred.load(std::memory_order_acquire)) {
+            std::lock_guard<std::mutex> g(rep.defer_mu);
+            if (!drain_deferred(rep)) {
+                rep.deferred.push_back(record()); // behind the others: the loop goes on with them
+                return DAT_SUCCESS;
             }
         }
+        rc = post_retrying(
+            rep, [&] { return submit(rep, kind, *c, iov, desc, static_cast<std::size_t>(nsegs), flags, data, &rma); });
+        if (rc == -FI_EAGAIN) {
+            defer(rep, record());
+            return DAT_SUCCESS;
+        }
+        if (rc == 0 && kind == kit::PostKind::kSend)
+            rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
         if (rc) {
             rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
             if (kind != kit::PostKind::kSend)
@@ -626,6 +712,12 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
     std::uint64_t key = 0;
     if (!remote_key(rep, remote.rmr_context, key))
         return DAT_ERROR(DAT_PROTECTION_VIOLATION, 0);
+    if (rep.has_deferred.load(std::memory_order_acquire)) {
+        // Not queued (RdmEp::deferred): it may not overtake what waits.
+        std::lock_guard<std::mutex> g(rep.defer_mu);
+        if (!drain_deferred(rep))
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    }
     RdmCtx *c = take_ctx(rep, op);
     if (!c)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);

@@ -419,11 +419,13 @@ int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
+    thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
     bool busy = false, waiters = false, active = false;
     std::int64_t now_ns;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         watch.swap(rma_watch_);
+        waiting.swap(deferred_eps_);
     }
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -480,6 +482,21 @@ int RdmTransport::progress_round() {
             retire_stalled(fep, broken);
         }
         watch.resize(keep);
+        // Requests the provider refused for longer than a post waits: each
+        // round offers them again, and asks the peer for its progress.
+        keep = 0;
+        for (std::uint64_t id : waiting) {
+            auto it = eps_.find(id);
+            if (it == eps_.end() || !it->second->fep)
+                continue;
+            RdmEp &rep = *it->second;
+            std::lock_guard<std::mutex> g(rep.defer_mu);
+            if (!drain_deferred(rep)) {
+                nudge_locked(rep);
+                waiting[keep++] = id;
+            }
+        }
+        waiting.resize(keep);
         busy = connected_ > 0 || now_ns < linger_until_ns_;
         ++round_;
         // Only the queues a libfabric endpoint is bound to can have work:
@@ -514,13 +531,15 @@ int RdmTransport::progress_round() {
             }
         }
     }
-    const bool rma_pending = !watch.empty();
+    const bool rma_pending = !watch.empty() || !waiting.empty();
     if (rma_pending) {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
         rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());
+        deferred_eps_.insert(deferred_eps_.end(), waiting.begin(), waiting.end());
         busy = true;
     }
     watch.clear();
+    waiting.clear();
     for (RdmConn *c : dead_conns_)
         finish_retire(c);
     dead_conns_.clear();

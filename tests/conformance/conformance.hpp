@@ -69,11 +69,6 @@ inline constexpr const char *kGapRsp =
 inline constexpr const char *kGapPspProvider =
     "known gap, issue 4: DAT_PSP_PROVIDER_FLAG (Endpoints created by the provider for a PSP) is not supported yet";
 
-inline constexpr const char *kGapRdmBacklog =
-    "known gap, issue 16: the RDM transport keeps no queue of its own for operations the provider refuses "
-    "with FI_EAGAIN; shm takes no second RDMA read for a peer that stopped progressing (its peer's command "
-    "queue and response slots), so the post is DAT_INSUFFICIENT_RESOURCES before max_request_dtos are out";
-
 // The implementation says it lacks what was asked for: DAT_NOT_IMPLEMENTED or
 // DAT_MODEL_NOT_SUPPORTED.
 bool not_provided(DAT_RETURN r);
