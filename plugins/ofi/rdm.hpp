@@ -253,6 +253,7 @@ struct RdmCq {
     int fd = -1;                    // its wait fd; -1: none (shm), the loop polls it
     std::uint64_t polled_round = 0; // progress_round: each queue once a round
     std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
+    std::uint32_t seen_dequeues = 0; // the loop's: evd->dequeues when it last looked
     bool was_nonempty = false;
 };
 
@@ -429,10 +430,11 @@ private:
     // for it. At most one per kNudgeEvery; mu_ not held (nudge_locked: held).
     void nudge(RdmEp &rep);
     void nudge_locked(RdmEp &rep);
-    static constexpr std::chrono::microseconds kNudgeAfter{20};
+    static constexpr std::chrono::microseconds kNudgeAfter{1000};
+    static constexpr std::chrono::milliseconds kLoopNudgeAfter{10}; // an RMA taken, unanswered
     static constexpr std::chrono::milliseconds kNudgeEvery{1};
     // How long a nudged IA runs its progress rounds back to back.
-    static constexpr std::chrono::milliseconds kNudgedSpin{2};
+    static constexpr std::chrono::milliseconds kNudgedSpin{10};
 
     // The connection's hello (kHelloBit), once the peer is attached; mu_ not held.
     void hello(RdmEp &rep);

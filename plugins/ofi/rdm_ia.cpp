@@ -420,7 +420,7 @@ int RdmTransport::progress_round() {
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
     thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
-    bool busy = false, waiters = false, active = false;
+    bool busy = false, waiters = false, active = false, polled = false;
     std::int64_t now_ns;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
@@ -447,14 +447,16 @@ int RdmTransport::progress_round() {
                 // Taken by the provider, but the target's progress carries it
                 // out (shm places a write, and serves a read, in the target's
                 // progress): a target that only watches its memory is asked.
-                // A target that refused it (shm answers nothing) spins for
-                // each nudge: they come at 1, 2, 4, ... ms.
+                // Not at once: a target whose consumer polls its queues
+                // carries it out by itself, and a nudge would only wake its
+                // loop beside it. A target that refused it (shm answers
+                // nothing) spins for each nudge: they come at 10, 20, 40, ... ms.
                 if (stamp != rep.nudge_stamp_ns) {
                     rep.nudge_stamp_ns = stamp;
                     rep.loop_nudges = 0;
                 }
                 if (rep.loop_nudges < 16 &&
-                    waited > (std::chrono::nanoseconds(kNudgeEvery).count() << rep.loop_nudges)) {
+                    waited > (std::chrono::nanoseconds(kLoopNudgeAfter).count() << rep.loop_nudges)) {
                     ++rep.loop_nudges;
                     nudge_locked(rep);
                 }
@@ -505,6 +507,9 @@ int RdmTransport::progress_round() {
             if (!q || q->polled_round == round_)
                 return;
             q->polled_round = round_;
+            const std::uint32_t dequeues = q->evd->dequeues.load(std::memory_order_relaxed);
+            polled = polled || dequeues != q->seen_dequeues;
+            q->seen_dequeues = dequeues;
             const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
             waiters = waiters || waiter;
             if (!busy && !waiter)
@@ -549,9 +554,15 @@ int RdmTransport::progress_round() {
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();
-    // A peer's operation waits for our progress (its nudge): rounds back to back.
-    if (now_ns < spin_until_ns_)
-        return 0;
+    // A peer's operation waits for our progress (its nudge): rounds back to
+    // back, unless our consumer polls its queues, which drives the same
+    // progress (an MPI library does): spinning beside it would only take
+    // its CPU and the provider's locks.
+    if (now_ns < spin_until_ns_) {
+        if (!polled)
+            return 0;
+        spin_until_ns_ = 0;
+    }
     if (waiters)
         return 1;
     if (!busy)
