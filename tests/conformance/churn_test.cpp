@@ -5,7 +5,8 @@
 // freeing an LMR. After a warm-up the process's open file descriptors
 // (/proc/self/fd) and resident memory (/proc/self/statm) must stay flat: a
 // leak of one descriptor, socket or libfabric object per connection, or of
-// a few hundred bytes per cycle, fails.
+// a few hundred bytes per cycle, fails. Resident memory may grow in a few
+// steps, where a provider's pool gains a chunk, but not again and again.
 //
 // DAT2_CHURN_CYCLES (default 5000) and DAT2_CHURN_SECONDS (default 40) bound
 // the run: it stops at whichever comes first and judges what it did, provided
@@ -16,24 +17,51 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace {
 
 using namespace conformance;
 
-constexpr long kWarmup = 100;       // cycles before the first sample: pools, caches, arena chunks
+constexpr long kWarmup = 100; // cycles before the first sample: pools, caches, arena chunks
 // ... and more, while resident memory still grows by more than kSettledKiB
 // per kWarmup cycles, up to a quarter of the run: a provider may fill its
 // buffer pools lazily over its first seconds (rxm's endpoints do). A leak
 // never settles: it is judged over the rest.
 constexpr long kSettledKiB = 256;
-constexpr long kMinMeasured = 300;  // cycles after it, at the least
-constexpr long kFdSlack = 4;        // descriptors the process may gain meanwhile (none expected)
-constexpr long kRssSlackKiB = 2048; // resident memory it may gain (allocator noise)
+constexpr long kMinMeasured = 300; // cycles after it, at the least
+constexpr long kFdSlack = 4;       // descriptors the process may gain meanwhile (none expected)
+
+// After the warm-up resident memory is sampled every kWarmup cycles. Two
+// kinds of growth are not leaks, and neither can be waited out in a run of
+// this length:
+// - A step: a provider's pool that runs out gains a whole chunk. rxm
+//   (ofi-rxm) preposts 4096 receive buffers to tcp, exactly its pool's four
+//   chunks of 1024 (16.3 KiB each, 16.3 MiB a chunk, zeroed when made); the
+//   first message that arrives before its receive is posted is held and a
+//   new buffer takes its place, so the pool grows by a chunk, once per
+//   endpoint unless 1024 are held at once. Here that message is the
+//   transport's first on a connection, when the peer's comes first: a race,
+//   seen in the second cycle of one run, the 15000th of another. A window of
+//   kWarmup cycles that grew by more than kStepKiB is a step, and there may
+//   be one per IA of the pair (kPoolSteps). More is a pool that keeps
+//   growing: a leak that hides in a pool.
+// - A queue allocated up front whose pages become resident as it is written
+//   for the first time: rxm's completion queue over tcp has 2^18 entries of
+//   48 bytes (12 MiB per endpoint, calloc'd) and gets three a cycle on
+//   each side, about 290 bytes a cycle in all for the first 87000 cycles,
+//   flat after that. kFirstTouchBytesPerCycle is that with a margin.
+// The windows that are not steps may together grow by kRssSlackKiB
+// (allocator noise) and kFirstTouchBytesPerCycle per cycle.
+constexpr long kRssSlackKiB = 2048;
+constexpr long kStepKiB = 1024;
+constexpr long kPoolSteps = 2;
+constexpr long kFirstTouchBytesPerCycle = 384;
 
 long env_long(const char *name, long fallback) {
     const char *v = std::getenv(name);
@@ -112,18 +140,23 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
     auto measured_start = start;
     long done = 0;
     long warmup = 0, last_rss = -1;
+    std::vector<long> windows; // KiB resident memory grew by in each kWarmup cycles after the warm-up
     for (long i = 0; i < cycles; ++i) {
         ASSERT_NO_FATAL_FAILURE(cycle(i)) << "in cycle " << i;
         done = i + 1;
-        if (!warmup && done % kWarmup == 0) {
+        if (done % kWarmup == 0) {
             const long rss = rss_kib();
-            const auto elapsed = std::chrono::steady_clock::now() - start;
-            const bool settled = last_rss >= 0 && rss - last_rss <= kSettledKiB;
-            if (settled || done >= cycles / 4 || elapsed > budget / 4) {
-                warmup = done;
-                fd0 = open_fds();
-                rss0 = rss;
-                measured_start = std::chrono::steady_clock::now();
+            if (warmup) {
+                windows.push_back(rss - last_rss);
+            } else {
+                const auto elapsed = std::chrono::steady_clock::now() - start;
+                const bool settled = last_rss >= 0 && rss - last_rss <= kSettledKiB;
+                if (settled || done >= cycles / 4 || elapsed > budget / 4) {
+                    warmup = done;
+                    fd0 = open_fds();
+                    rss0 = rss;
+                    measured_start = std::chrono::steady_clock::now();
+                }
             }
             last_rss = rss;
         }
@@ -131,13 +164,26 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
             break;
     }
     const long fd1 = open_fds(), rss1 = rss_kib();
+    if (warmup && done % kWarmup != 0)
+        windows.push_back(rss1 - last_rss);
+    long steps = 0, step_kib = 0, largest_other = 0;
+    for (long w : windows) {
+        if (w > kStepKiB) {
+            ++steps;
+            step_kib += w;
+        } else {
+            largest_other = std::max(largest_other, w);
+        }
+    }
     const auto now = std::chrono::steady_clock::now();
     const double secs = std::chrono::duration<double>(now - start).count();
     const double measured_secs = std::chrono::duration<double>(now - measured_start).count();
     const long measured = warmup ? done - warmup : 0;
     std::printf("churn: %ld cycles in %.1f s (%.0f cycles/s); after %ld warm-up cycles: fds %ld -> %ld, "
-                "RSS %ld -> %ld KiB over %ld cycles (%.1f s)\n",
-                done, secs, done / secs, warmup, fd0, fd1, rss0, rss1, measured, measured_secs);
+                "RSS %ld -> %ld KiB over %ld cycles (%.1f s): %ld step(s) of %ld KiB in all, other %ld-cycle "
+                "windows at most +%ld KiB\n",
+                done, secs, done / secs, warmup, fd0, fd1, rss0, rss1, measured, measured_secs, steps, step_kib,
+                kWarmup, largest_other);
     std::fflush(stdout);
     RecordProperty("cycles", std::to_string(done));
     ASSERT_GE(measured, kMinMeasured) << "only " << measured << " cycles after the warm-up within the time budget";
@@ -147,8 +193,14 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
     if (kRssUnjudged) {
         std::printf("churn: resident memory not judged: %s\n", kRssUnjudged);
     } else {
-        EXPECT_LE(rss1 - rss0, kRssSlackKiB)
-            << "resident memory grew by " << (rss1 - rss0) << " KiB over " << measured << " cycles";
+        EXPECT_LE(steps, kPoolSteps) << "resident memory grew by more than " << kStepKiB << " KiB within " << kWarmup
+                                     << " cycles " << steps << " times (" << step_kib << " KiB in all) over "
+                                     << measured << " cycles: a pool that keeps growing";
+        const long steady = rss1 - rss0 - step_kib;
+        const long allowed = kRssSlackKiB + measured * kFirstTouchBytesPerCycle / 1024;
+        EXPECT_LE(steady, allowed) << "resident memory grew by " << steady << " KiB over " << measured
+                                   << " cycles besides " << steps << " step(s) of " << step_kib
+                                   << " KiB in all (at most " << allowed << ")";
     }
 }
 
