@@ -38,24 +38,22 @@ constexpr long kMinMeasured = 300; // cycles after it, at the least
 constexpr long kFdSlack = 4;       // descriptors the process may gain meanwhile (none expected)
 
 // After the warm-up resident memory is sampled every kWarmup cycles. Two
-// kinds of growth are not leaks, and neither can be waited out in a run of
-// this length:
-// - A step: a provider's pool that runs out gains a whole chunk. rxm
-//   (ofi-rxm) preposts 4096 receive buffers to tcp, exactly its pool's four
-//   chunks of 1024 (16.3 KiB each, 16.3 MiB a chunk, zeroed when made); the
-//   first message that arrives before its receive is posted is held and a
-//   new buffer takes its place, so the pool grows by a chunk, once per
-//   endpoint unless 1024 are held at once. Here that message is the
-//   transport's first on a connection, when the peer's comes first: a race,
-//   seen in the second cycle of one run, the 15000th of another. A window of
-//   kWarmup cycles that grew by more than kStepKiB is a step, and there may
-//   be one per IA of the pair (kPoolSteps). More is a pool that keeps
-//   growing: a leak that hides in a pool.
+// kinds of growth are not leaks, and a run of this length cannot wait
+// either out:
+// - A step: a provider's buffer pool that runs out gains a whole chunk,
+//   zeroed when made. rxm (ofi-rxm) posts to tcp exactly the receive
+//   buffers its pool's first chunks hold; the first message that arrives
+//   before its receive is posted is kept and a new buffer takes its place,
+//   so the pool gains a chunk, once per endpoint. Here that message is the
+//   transport's first on a connection when the peer's comes first: a race
+//   that can happen at any cycle, or never. A window that grew by more than
+//   kStepKiB is a step, and there may be one per IA of the pair
+//   (kPoolSteps). More is a pool that keeps growing: a leak that hides in a
+//   pool.
 // - A queue allocated up front whose pages become resident as it is written
-//   for the first time: rxm's completion queue over tcp has 2^18 entries of
-//   48 bytes (12 MiB per endpoint, calloc'd) and gets three a cycle on
-//   each side, about 290 bytes a cycle in all for the first 87000 cycles,
-//   flat after that. kFirstTouchBytesPerCycle is that with a margin.
+//   the first time round: rxm's completion queue over tcp (calloc'd) takes
+//   three 48-byte entries a cycle on each side. kFirstTouchBytesPerCycle is
+//   that with room to spare.
 // The windows that are not steps may together grow by kRssSlackKiB
 // (allocator noise) and kFirstTouchBytesPerCycle per cycle.
 constexpr long kRssSlackKiB = 2048;
