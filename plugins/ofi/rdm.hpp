@@ -440,6 +440,9 @@ private:
     void hello(RdmEp &rep);
     // Counts an RDMA or atomic operation posted on `rep` (rma_out).
     void rma_posted(RdmEp &rep);
+    // A send, write or read counted as posted that the provider never got
+    // (refused, or dropped from the EP's queue): its counts go back.
+    void request_unposted(RdmEp &rep, kit::PostKind kind);
     // ---- deferred requests (RdmEp::deferred)
     ssize_t submit(RdmEp &rep, kit::PostKind kind, RdmCtx &c, const iovec *iov, void **desc, std::size_t n,
                    std::uint64_t flags, std::uint64_t data, const fi_rma_iov *rma); // one attempt

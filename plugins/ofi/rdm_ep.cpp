@@ -443,9 +443,11 @@ void RdmTransport::break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> 
 }
 
 void RdmTransport::retire_stalled(RdmFabricEp *fep, std::vector<kit::ConnectionReport> &broken) {
+    if (!fep)
+        return;
     auto it = std::find_if(fabric_eps_.begin(), fabric_eps_.end(),
                            [fep](const auto &entry) { return entry.second.get() == fep; });
-    if (!fep || it == fabric_eps_.end())
+    if (it == fabric_eps_.end())
         return; // retired already
     stalled_feps_.push_back(std::move(it->second));
     fabric_eps_.erase(it);
@@ -481,6 +483,12 @@ bool RdmTransport::remote_key(const RdmEp &rep, DAT_RMR_CONTEXT ctx, std::uint64
              "peer Endpoint's (its tag %u, the peer's %u): refused\n",
              name(), (void *)rep.owner, static_cast<unsigned>(ctx), tag, unsigned(rep.peer_pz_tag));
     return false;
+}
+
+void RdmTransport::request_unposted(RdmEp &rep, kit::PostKind kind) {
+    rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
+    if (kind != kit::PostKind::kSend)
+        rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void RdmTransport::rma_posted(RdmEp &rep) {
@@ -587,9 +595,7 @@ bool RdmTransport::drain_deferred(RdmEp &rep) {
             // (the kit flushes it).
             DAT2_ERR("%s: EP %p: posting a waiting request: %s; the connection is broken\n", name(),
                      (void *)rep.owner, fi_text(static_cast<int>(rc)));
-            rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
-            if (d.kind != kit::PostKind::kSend)
-                rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+            request_unposted(rep, d.kind);
             give_back_ctx(*d.ctx);
             loop().post([this, id = rep.id] { break_connection(id); });
         }
@@ -602,9 +608,7 @@ bool RdmTransport::drain_deferred(RdmEp &rep) {
 void RdmTransport::drop_deferred(RdmEp &rep) {
     std::lock_guard<std::mutex> g(rep.defer_mu);
     for (RdmDeferred &d : rep.deferred) {
-        rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
-        if (d.kind != kit::PostKind::kSend)
-            rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        request_unposted(rep, d.kind);
         give_back_ctx(*d.ctx);
     }
     rep.deferred.clear();
@@ -684,11 +688,8 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         }
         if (rc == 0 && kind == kit::PostKind::kSend)
             rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
-        if (rc) {
-            rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
-            if (kind != kit::PostKind::kSend)
-                rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
-        }
+        if (rc)
+            request_unposted(rep, kind);
     }
     if (rc == 0)
         return DAT_SUCCESS;
@@ -726,8 +727,7 @@ DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *
     DAT_RETURN r = op.ext == kit::ExtKind::kRdmaWriteImmed ? post_write_immed(rep, *c, op, segs, nsegs, remote, key)
                                                            : post_atomic(rep, *c, op, segs[0], remote, key);
     if (r != DAT_SUCCESS) {
-        rep.requests_out.fetch_sub(1, std::memory_order_relaxed);
-        rep.rma_out.fetch_sub(1, std::memory_order_relaxed);
+        request_unposted(rep, kit::PostKind::kRdmaWrite); // an RMA either way
         give_back_ctx(*c);
     }
     return r;

@@ -141,8 +141,7 @@ protected:
                 EXPECT_DAT_OK(destroy(made[n]));
         }
         // A slow last thousand may be another process's moment on a busy
-        // machine (ctest -j3 on two CPUs: EP create 1.6 us per object among
-        // the first thousand, 10.9 among the last, once) rather than a cost
+        // machine (other tests running beside this one) rather than a cost
         // of how many exist: those objects are freed and made again, at most
         // twice, and timed anew. A cost that grows with the objects shows
         // every time.
