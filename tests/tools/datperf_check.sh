@@ -7,7 +7,8 @@
 #   datperf_check.sh DATPERF CASE [PLUGIN]
 #
 # CASE: pingpong, pingpong-wait, write-lat, write, read, send, ring, conn-rate,
-# compare (fi_pingpong ratios), plot (gnuplot PNG), two-hosts (--server and
+# compare (fi_pingpong ratios), compare-fi-bw (streaming over ofi-shm against
+# datperf-fi-bw), plot (gnuplot PNG), two-hosts (--server and
 # --connect on a free port), ofed-libdat2 (OFED's libdat2 with our PLUGIN),
 # bad-provider (unknown name; entry whose library does not load), pin (--pin),
 # timer (--timer), scale and scale-self (the scale workload, a few pairs).
@@ -155,6 +156,20 @@ ratios = doc["tests"][0]["ratios"]
 assert len(ratios) == 2 and all(r["peer"] == "fi_pingpong" and r["median"] > 0 for r in ratios), ratios
 print("ok: json has fi_pingpong ratios")
 PY
+    ;;
+compare-fi-bw)
+    # Streaming over ofi-shm beside datperf-fi-bw (built beside datperf).
+    plugin=${3:-}
+    conf=${plugin%/*}/dat.conf
+    [ -n "$plugin" ] && grep -q '^ofi-shm ' "$conf" 2>/dev/null || skip "no ofi-shm entry in $conf"
+    [ -x "${datperf%/*}/datperf-fi-bw" ] || skip "no datperf-fi-bw beside datperf (built only with libfabric)"
+    run write,read,send -P ofi-shm --sizes 4k,64k -n 200 --compare=fi_bw --peer-repeats 1
+    expect_ok
+    # vs fi_bw: size, runs, peer MB/s, MB/s x; one table per workload
+    awk '/^vs fi_bw/ { t = 1; h = 0; next } t && $1 == "size" { h = 1; next }
+         t && h && NF == 4 { rows++; for (i = 3; i <= 4; i++) if (!($i + 0 > 0)) bad = 1; next }
+         t && h { t = 0 }
+         END { exit !(rows == 6 && !bad) }' "$tmp/out" || fail "no fi_bw ratios for 3 workloads x 2 sizes"
     ;;
 plot)
     command -v gnuplot >/dev/null || skip "gnuplot not installed (Debian package gnuplot-nox)"

@@ -10,6 +10,7 @@
 namespace {
 
 using datperf::parse_dtest_pingpong;
+using datperf::parse_fi_bw;
 using datperf::parse_fi_pingpong;
 using datperf::parse_perftest;
 
@@ -64,6 +65,16 @@ TEST(PeersParse, DtestPingPongLine) {
     EXPECT_NEAR(mbs, 4096 / 24.0, 1e-9);
     EXPECT_FALSE(parse_dtest_pingpong("1234 Error dat_ia_open: DAT_PROVIDER_NOT_FOUND\n", &us, &mbs, &error));
     EXPECT_NE(error.find("DAT_PROVIDER_NOT_FOUND"), std::string::npos) << error;
+}
+
+TEST(PeersParse, FiBwLine) {
+    double mbs = 0;
+    std::string error;
+    ASSERT_TRUE(parse_fi_bw("fi_bw: op=write size=65536 iters=4096 seconds=0.021070 MB/s=12441.8\n", &mbs, &error))
+        << error;
+    EXPECT_DOUBLE_EQ(mbs, 12441.8);
+    EXPECT_FALSE(parse_fi_bw("datperf-fi-bw: fi_getinfo: No data available (-61)\n", &mbs, &error));
+    EXPECT_NE(error.find("fi_getinfo"), std::string::npos) << error;
 }
 
 TEST(PeersParse, FiPingpongRowBySize) {

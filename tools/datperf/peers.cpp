@@ -177,6 +177,78 @@ public:
     }
 };
 
+// ---- datperf-fi-bw ----------------------------------------------------------------------------
+
+// Streaming bandwidth straight over libfabric's RDM endpoints (tools/fi_bw.cpp,
+// built and installed beside datperf; Debian packages no fabtests bandwidth
+// program): `datperf-fi-bw -p P -o send|write|read -S SIZE -I N -W WINDOW -B
+// PORT` serves, the same with `-P PORT ADDRESS` is the client. Writes ask for
+// delivery completion (-D), as the RDM transport's do. Its figure: 10^6
+// bytes a second at the client, from the first measured post to the last
+// completion, as our streaming workloads count.
+class FiBw : public ComparePeer {
+public:
+    std::string name() const override { return "fi_bw"; }
+    bool counterpart_of(Workload w) const override {
+        return w == Workload::WriteBw || w == Workload::ReadBw || w == Workload::SendBw;
+    }
+    std::string figure() const override { return "bandwidth of a run at the initiator (10^6 B/s)"; }
+    std::string missing() const override {
+        std::string path;
+        return program(&path) ? "" : "datperf-fi-bw not found beside datperf nor on PATH (built with libfabric)";
+    }
+
+    bool run_once(const PeerRequest &req, double *latency_us, double *mb_s, std::string *command,
+                  std::string *error) override {
+        (void)latency_us;
+        if (req.endpoint != "rdm") {
+            *error = "datperf-fi-bw measures reliable-datagram endpoints only (this IA's are " + req.endpoint + ")";
+            return false;
+        }
+        std::string path;
+        if (!program(&path)) {
+            *error = missing();
+            return false;
+        }
+        PairSpec spec;
+        spec.tool = "datperf-fi-bw";
+        spec.listen_port = free_tcp_port();
+        if (spec.listen_port <= 0) {
+            *error = "no free TCP port";
+            return false;
+        }
+        const char *op = req.workload == Workload::WriteBw ? "write" : req.workload == Workload::ReadBw ? "read" : "send";
+        std::vector<std::string> common = {path, "-p", req.provider, "-o", op, "-S", std::to_string(req.size),
+                                           "-I", std::to_string(req.iters), "-W", std::to_string(std::max(1, req.window))};
+        if (req.workload == Workload::WriteBw)
+            common.push_back("-D");
+        spec.server = spec.client = common;
+        spec.server.insert(spec.server.end(), {"-B", std::to_string(spec.listen_port)});
+        spec.client.insert(spec.client.end(), {"-P", std::to_string(spec.listen_port), req.address});
+        if (loopback_address(req.address))
+            for (const char *var : {"FI_TCP_IFACE", "FI_UDP_IFACE"})
+                if (!std::getenv(var))
+                    spec.env.push_back(std::string(var) + "=lo");
+        std::string out;
+        return run_pair(spec, req, &out, command, error) && parse_fi_bw(out, mb_s, error);
+    }
+
+private:
+    static bool program(std::string *path) {
+        char self[4096];
+        const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            std::string dir(self, static_cast<std::size_t>(n));
+            dir.erase(dir.rfind('/') + 1);
+            if (access((dir + "datperf-fi-bw").c_str(), X_OK) == 0) {
+                *path = dir + "datperf-fi-bw";
+                return true;
+            }
+        }
+        return find_program("datperf-fi-bw", path);
+    }
+};
+
 // ---- perftest ------------------------------------------------------------------------------
 
 // perftest (package perftest) on an RDMA device: `TOOL -d DEV [-x GID]
@@ -409,6 +481,20 @@ bool parse_perftest(const std::string &output, bool latency, std::uint64_t size,
     return false;
 }
 
+bool parse_fi_bw(const std::string &output, double *mb_s, std::string *error) {
+    std::istringstream in(output);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.rfind("fi_bw:", 0) != 0)
+            continue;
+        for (const std::string &w : words(line))
+            if (w.rfind("MB/s=", 0) == 0 && parse_double(w.substr(5), mb_s) && *mb_s > 0)
+                return true;
+    }
+    *error = "no 'fi_bw: ... MB/s=' line in datperf-fi-bw's output: " + error_line(output);
+    return false;
+}
+
 bool parse_dtest_pingpong(const std::string &output, double *latency_us, double *mb_s, std::string *error) {
     std::istringstream in(output);
     std::string line;
@@ -447,12 +533,14 @@ std::string interface_of(const std::string &address) {
 }
 
 std::vector<std::string> peer_names() {
-    return {"fi_pingpong", "ib_send_lat", "ib_write_lat", "ib_write_bw", "ib_read_bw", "ib_send_bw", "dtest"};
+    return {"fi_pingpong", "fi_bw", "ib_send_lat", "ib_write_lat", "ib_write_bw", "ib_read_bw", "ib_send_bw", "dtest"};
 }
 
 std::unique_ptr<ComparePeer> make_peer(const std::string &name) {
     if (name == "fi_pingpong")
         return std::make_unique<FiPingpong>();
+    if (name == "fi_bw")
+        return std::make_unique<FiBw>();
     if (name == "ib_send_lat")
         return std::make_unique<Perftest>(name, Workload::PingPong, true);
     if (name == "ib_write_lat")

@@ -67,6 +67,10 @@ bool parse_fi_pingpong(const std::string &output, std::uint64_t size, double *us
 bool parse_perftest(const std::string &output, bool latency, std::uint64_t size, double *latency_us, double *mb_s,
                     std::string *error);
 
+// datperf-fi-bw's "fi_bw: op=write size=65536 iters=4096 seconds=0.0123
+// MB/s=21800.5" line: the MB/s (10^6 B/s). False with *error.
+bool parse_fi_bw(const std::string &output, double *mb_s, std::string *error);
+
 // dtest -W's "RDMA write PingPong: (N x SIZE) Total T us: latency L us, BW B MB/s"
 // line: L (one-way, us). False with *error.
 bool parse_dtest_pingpong(const std::string &output, double *latency_us, double *mb_s, std::string *error);
