@@ -48,8 +48,7 @@ build() { # dir label cmake-args...
 
 start=$(date +%s)
 # The conformance suites run over ofi-tcp, and over the RDM transport
-# (conformance_*_ofi-shm, _ofi-rxm) in the plain build, _ofi-shm in ASan
-# (tests/conformance/CMakeLists.txt says why not more).
+# (conformance_*_ofi-shm, _ofi-rxm) in the plain, ASan and TSan builds.
 # Three tests at once on two cores: the conformance suites wait on the
 # network and on timers most of the time, and the peer programs, which
 # share fixed ports, run one at a time beside them.
