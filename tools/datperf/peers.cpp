@@ -234,16 +234,20 @@ public:
     }
 
 private:
+    // Beside datperf (the build tree), in datperf's helpers directory
+    // (installed: <libexecdir>/dat2), else on PATH.
     static bool program(std::string *path) {
         char self[4096];
         const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
         if (n > 0) {
             std::string dir(self, static_cast<std::size_t>(n));
             dir.erase(dir.rfind('/') + 1);
-            if (access((dir + "datperf-fi-bw").c_str(), X_OK) == 0) {
-                *path = dir + "datperf-fi-bw";
-                return true;
-            }
+            for (const std::string &candidate :
+                 {dir + "datperf-fi-bw", dir + DATPERF_HELPERS_FROM_BIN + "/datperf-fi-bw"})
+                if (access(candidate.c_str(), X_OK) == 0) {
+                    *path = candidate;
+                    return true;
+                }
         }
         return find_program("datperf-fi-bw", path);
     }
