@@ -335,6 +335,10 @@ private:
     // state; whether `c` is to be retired.
     bool on_conn_lost(RdmConn &c, kit::ConnectionReport &report, int err);
     bool send_message(RdmConn &c, const rdmwire::Message &m);
+    // Tells the peer of `rep` over `c` that the connection ends, naming how
+    // many messages were sent before (the peer takes those before it
+    // flushes its receives). mu_ held.
+    void send_disconnect(RdmEp &rep, RdmConn &c);
     RdmConn *new_conn(int fd, RdmConn::State state); // mu_ held
     RdmConn *conn_by_id(std::uint64_t id);           // mu_ held
     // Takes `c` out of the tables (mu_ held); finish_retire() then frees it

@@ -119,6 +119,13 @@ bool RdmTransport::send_message(RdmConn &c, const rdmwire::Message &m) {
     return true;
 }
 
+void RdmTransport::send_disconnect(RdmEp &rep, RdmConn &c) {
+    rdmwire::Message m;
+    m.kind = rdmwire::kDisconnect;
+    m.tag = rep.msgs_out.load(std::memory_order_relaxed);
+    send_message(c, m);
+}
+
 DAT_RETURN RdmTransport::prepare_data_path(RdmEp &rep) {
     if (!rep.fep)
         rep.fep = fabric_ep_for(*rep.owner);
@@ -442,12 +449,8 @@ void RdmTransport::handshake_expired(std::uint64_t id) {
 
 RdmConn *RdmTransport::finish_disconnect(RdmEp &rep, kit::ConnectionReport &report) {
     RdmConn *c = rep.conn ? conn_by_id(rep.conn) : nullptr;
-    if (c && !c->disconnect_sent && c->state != RdmConn::kDraining) {
-        rdmwire::Message m;
-        m.kind = rdmwire::kDisconnect;
-        m.tag = rep.msgs_out.load(std::memory_order_relaxed);
-        send_message(*c, m);
-    }
+    if (c && !c->disconnect_sent && c->state != RdmConn::kDraining)
+        send_disconnect(rep, *c);
     end_data_path(rep);
     report.disconnected(*rep.owner, false);
     return c ? detach_conn(c->id) : nullptr;

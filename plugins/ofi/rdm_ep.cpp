@@ -58,13 +58,12 @@ void RdmTransport::ep_close(kit::Ep &ep) {
     {
         std::lock_guard<std::mutex> lock(mu_);
         rep->closed = true;
-        // A connected EP that is freed ends its connection: the peer is told.
+        // A connected EP that is freed ends its connection: the peer is told,
+        // and takes what was sent before (as over a stream socket, whose
+        // close follows the data written before it).
         if (rep->conn) {
-            if (RdmConn *c = conn_by_id(rep->conn); c && c->state == RdmConn::kConnected && !c->disconnect_sent) {
-                rdmwire::Message m;
-                m.kind = rdmwire::kDisconnect;
-                send_message(*c, m);
-            }
+            if (RdmConn *c = conn_by_id(rep->conn); c && c->state == RdmConn::kConnected && !c->disconnect_sent)
+                send_disconnect(*rep, *c);
             retire = detach_conn(rep->conn);
             rep->conn = 0;
         }

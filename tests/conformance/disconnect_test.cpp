@@ -533,6 +533,31 @@ TEST_P(DisconnectTest, FreeConnectedEndpoint) {
     EXPECT_TRUE(no_event(client.req_evd)) << "event for a freed Endpoint";
 }
 
+// A connected Endpoint freed as soon as its sends completed (a program that
+// sends its last word and exits): the peer receives every message before
+// the end of the connection flushes the receives it has left, though nobody
+// read its EVD before the end arrived. Over the RDM transport the messages
+// and the end travel apart (fabric, side channel).
+TEST_P(DisconnectTest, FreeConnectedEndpointRightAfterItsSendsDeliversThemFirst) {
+    constexpr int kSends = 3, kRecvs = 5;
+    constexpr size_t kMsg = 64;
+    Buffer r, s;
+    ASSERT_DAT_OK(server.post_recvs(r, kRecvs, 0x700, kMsg));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(client.register_buffer(s, kMsg * kSends));
+    for (int i = 0; i < kSends; ++i) {
+        DAT_LMR_TRIPLET t = s.iov(kMsg * i, kMsg);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+    }
+    ASSERT_DAT_OK(dat_ep_free(client.ep));
+    client.ep = DAT_HANDLE_NULL;
+    EXPECT_TRUE(wait_connection_end(server.conn_evd));
+    for (int i = 0; i < kSends; ++i)
+        EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x700 + i));
+    EXPECT_TRUE(flushed_in_order(server.recv_evd, kRecvs - kSends, 0x700 + kSends));
+}
+
 // A program that closes its IA as soon as its connection is established
 // (a client that exits at once), over and over: the peer IA learns that
 // each connection ended, and keeps working. Both IAs are in this process:
