@@ -123,6 +123,24 @@ struct RdmFabricEp {
     kit::Evd *request_evd = nullptr, *recv_evd = nullptr;
     fid_cq *tx_cq = nullptr, *rx_cq = nullptr; // the queues it is bound to
     std::string name;                          // fi_getname: what peers put in their address vector
+    // Counts the RDMA writes and reads peers carried out through it
+    // (FI_RMA_EVENT; nullptr where the provider has none), so that the loop
+    // sees remote operations land while its consumer does not look
+    // (progress_round). One per endpoint, bound before fi_enable: reading a
+    // counter drives the progress of every endpoint bound to it, and one
+    // not yet enabled must not be driven (shm crashes in it).
+    fid_cntr *rma_cntr = nullptr;
+    std::uint64_t rma_seen = 0; // the loop's: the count at its last round
+
+    // Closes the endpoint, then its counter.
+    void close() {
+        if (ep)
+            fi_close(&ep->fid);
+        ep = nullptr;
+        if (rma_cntr)
+            fi_close(&rma_cntr->fid);
+        rma_cntr = nullptr;
+    }
 };
 
 // A request the provider kept refusing, as it is to be posted again.
@@ -439,6 +457,12 @@ private:
     static constexpr std::chrono::milliseconds kNudgeEvery{1};
     // How long a nudged IA runs its progress rounds back to back.
     static constexpr std::chrono::milliseconds kNudgedSpin{10};
+    // How long its rounds go on back to back after a round saw peers' RDMA
+    // operations land (RdmFabricEp::rma_cntr) while its consumer did not
+    // poll: a stream of writes then lands at the provider's pace, not a
+    // round's. Longer than a round, so that an initiator that slept until
+    // its own round finds the target still going.
+    static constexpr std::chrono::milliseconds kLandingSpin{2};
 
     // The connection's hello (kHelloBit), once the peer is attached; mu_ not held.
     void hello(RdmEp &rep);
@@ -554,7 +578,8 @@ private:
     // (ep_await_writers, 2 s).
     static constexpr std::chrono::milliseconds kLingerProgress{5000};
     std::uint64_t round_ = 0;
-    std::int64_t spin_until_ns_ = 0; // the loop's: a peer's nudge (kNudgedSpin)
+    std::int64_t spin_until_ns_ = 0; // the loop's: a peer's nudge (kNudgedSpin), or landings (kLandingSpin)
+    std::int64_t polled_ns_ = 0;     // the loop's: when a round last saw the consumer's dequeues move
     static constexpr int kMaxRoundMs = 64;
     int round_ms_ = 1; // the loop's: how long the next wait may be
     std::chrono::steady_clock::time_point quiet_since_{};

@@ -201,7 +201,7 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
             return DAT_SUCCESS;
         }
     }
-    fi_close(&fep->ep->fid); // another EP of the pair made one meanwhile
+    fep->close(); // another EP of the pair made one meanwhile
     domain_release(dom);
     return DAT_SUCCESS;
 }
@@ -235,6 +235,15 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
                 rc = fi_ep_bind(fep->ep, &rx->fid, FI_RECV);
         }
     }
+    if (rc == 0 && (info_->caps & FI_RMA_EVENT)) {
+        fi_cntr_attr cntr_attr{};
+        cntr_attr.events = FI_CNTR_EVENTS_COMP;
+        cntr_attr.wait_obj = FI_WAIT_NONE;
+        step = "a counter of remote operations";
+        rc = fi_cntr_open(dom.domain, &cntr_attr, &fep->rma_cntr, nullptr);
+        if (rc == 0)
+            rc = fi_ep_bind(fep->ep, &fep->rma_cntr->fid, FI_REMOTE_WRITE | FI_REMOTE_READ);
+    }
     if (rc == 0) {
         step = "fi_enable";
         rc = fi_enable(fep->ep);
@@ -249,8 +258,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
     }
     if (rc) {
         DAT2_ERR("%s: libfabric endpoint: %s: %s\n", this->name(), step, fi_text(rc));
-        if (fep->ep)
-            fi_close(&fep->ep->fid);
+        fep->close();
         return nullptr;
     }
     fep->name.assign(name, len);
@@ -269,7 +277,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
             if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
-                fi_close(&it->second->ep->fid);
+                it->second->close();
                 released.push_back(it->second->dom);
                 it = fabric_eps_.erase(it);
             } else {
@@ -278,7 +286,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         }
         for (auto it = stalled_feps_.begin(); it != stalled_feps_.end();) {
             if ((*it)->request_evd == &evd || (*it)->recv_evd == &evd) {
-                fi_close(&(*it)->ep->fid);
+                (*it)->close();
                 released.push_back((*it)->dom);
                 it = stalled_feps_.erase(it);
             } else {

@@ -246,6 +246,21 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
                         rc = -FI_ENODATA;
                     }
                 }
+    if (rc == 0 && !(info_->caps & FI_RMA_EVENT)) {
+        // Counted remote operations (RdmFabricEp::rma_cntr), where the
+        // provider has them: the same answer with FI_RMA_EVENT, else without.
+        hints->caps |= FI_RMA_EVENT;
+        fi_info *counted = nullptr;
+        const bool at_address = !params_.address.empty() && is_ip_format(info_->addr_format);
+        if (fi_getinfo(kApiVersion, at_address ? params_.address.c_str() : nullptr, nullptr, at_address ? FI_SOURCE : 0,
+                       hints, &counted) == 0 &&
+            virtual_addressing(counted)) {
+            fi_freeinfo(info_);
+            info_ = counted;
+        } else if (counted) {
+            fi_freeinfo(counted);
+        }
+    }
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: no libfabric provider '%s' with reliable-datagram endpoints (FI_EP_RDM, FI_MSG, FI_TAGGED, "
@@ -358,10 +373,7 @@ RdmTransport::~RdmTransport() {
         c->fd = -1;
     }
     conns_.clear();
-    for_each_fep([](RdmFabricEp &fep) {
-        if (fep.ep)
-            fi_close(&fep.ep->fid);
-    });
+    for_each_fep([](RdmFabricEp &fep) { fep.close(); });
     fabric_eps_.clear();
     stalled_feps_.clear();
     // EVDs were closed before the IA (their queues with them).
@@ -420,7 +432,7 @@ int RdmTransport::progress_round() {
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
     thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
-    bool busy = false, waiters = false, active = false, polled = false;
+    bool busy = false, waiters = false, active = false, polled = false, landed = false;
     std::int64_t now_ns;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
@@ -526,6 +538,11 @@ int RdmTransport::progress_round() {
         for_each_fep([&](RdmFabricEp &fep) {
             look(fep.tx_q);
             look(fep.rx_q);
+            if (busy && fep.rma_cntr) {
+                const std::uint64_t n = fi_cntr_read(fep.rma_cntr);
+                landed = landed || n != fep.rma_seen;
+                fep.rma_seen = n;
+            }
         });
         if (busy) {
             std::lock_guard<std::mutex> dlock(dom_mu_);
@@ -557,9 +574,21 @@ int RdmTransport::progress_round() {
     // A peer's operation waits for our progress (its nudge): rounds back to
     // back, unless our consumer polls its queues, which drives the same
     // progress (an MPI library does): spinning beside it would only take
-    // its CPU and the provider's locks.
+    // its CPU and the provider's locks. Whether it polls is judged over a
+    // round's length: rounds back to back come microseconds apart, less
+    // than a polling consumer may spend between two dequeues.
+    // Peers' RDMA operations landing while our consumer sleeps in
+    // dat_evd_wait (its CPU is free) and does not poll: rounds back to back
+    // too, so that a stream of writes or reads lands at the provider's pace
+    // rather than a round's. Not while it runs: a consumer that watches its
+    // memory (MPI's eager path, dequeuing now and then) would lose its CPU.
+    if (polled)
+        polled_ns_ = now_ns;
+    const bool consumer_polls = now_ns - polled_ns_ < std::chrono::nanoseconds(std::chrono::milliseconds(1)).count();
+    if (landed && waiters && !consumer_polls)
+        spin_until_ns_ = std::max(spin_until_ns_, now_ns + std::chrono::nanoseconds(kLandingSpin).count());
     if (now_ns < spin_until_ns_) {
-        if (!polled)
+        if (!consumer_polls)
             return 0;
         spin_until_ns_ = 0;
     }
