@@ -8,11 +8,13 @@
 // busy-polling the one CQ, the clock around the measured operations' posts
 // and completions at the initiator (the client).
 //
-//   datperf-fi-bw -p PROVIDER -o send|write|read -S SIZE -I ITERS [-W WINDOW] [-w WARMUP] -B PORT
+//   datperf-fi-bw -p PROVIDER -o send|write|read -S SIZE -I ITERS [-W WINDOW] [-w WARMUP] [-D] [-O] -B PORT
 //   datperf-fi-bw ... -P PORT HOST
 //
 // -B serves on TCP PORT (the out-of-band exchange of fabric addresses and
-// the buffer's key), -P connects to it. The client prints one line:
+// the buffer's key), -P connects to it. -D and -O ask for what the RDM
+// transport asks for (delivery-complete writes, sends ordered after sends
+// and writes); without them the provider is free to take shorter paths. The client prints one line:
 //   fi_bw: op=write size=65536 iters=4096 seconds=0.0123 MB/s=21800.5
 // (MB/s is 10^6 bytes a second). The target of write and read only polls
 // its CQ (shm executes some RMA in the target's progress) until the client
@@ -58,6 +60,7 @@ using Clock = std::chrono::steady_clock;
     std::fprintf(stderr,
                  "datperf-fi-bw: %s\n"
                  "usage: datperf-fi-bw -p PROVIDER -o send|write|read -S SIZE -I ITERS [-W WINDOW] [-w WARMUP]\n"
+                 "                     [-D] [-O]\n"
                  "                     (-B PORT | -P PORT HOST)\n",
                  why);
     std::exit(2);
@@ -142,6 +145,15 @@ struct Card {
 
 // ---- the fabric --------------------------------------------------------------------------
 
+// -D: writes complete once they landed at the target (FI_DELIVERY_COMPLETE),
+// as the RDM transport asks for them; else the provider's default.
+bool delivery_complete = false;
+// -O: sends ordered after sends and after writes (FI_ORDER_SAS | FI_ORDER_SAW),
+// as the RDM transport asks for (DAT's rule that a send follows the writes
+// posted before it); else no ordering. shm carries RMA by the target's
+// progress once ordering is asked for, by the initiator alone otherwise.
+bool ordered = false;
+
 struct Fabric {
     fi_info *info = nullptr;
     fid_fabric *fabric = nullptr;
@@ -162,6 +174,8 @@ struct Fabric {
         hints->mode = FI_CONTEXT | FI_CONTEXT2;
         hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
         hints->domain_attr->threading = FI_THREAD_DOMAIN;
+        if (ordered)
+            hints->tx_attr->msg_order = hints->rx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_SAW;
         hints->fabric_attr->prov_name = strdup(provider);
         check("fi_getinfo", fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info));
         fi_freeinfo(hints);
@@ -243,10 +257,6 @@ struct Fabric {
 };
 
 enum class Op { Send, Write, Read };
-
-// -D: writes complete once they landed at the target (FI_DELIVERY_COMPLETE),
-// as the RDM transport asks for them; else the provider's default.
-bool delivery_complete = false;
 
 // Posts one operation, polling the CQ while the provider asks to retry;
 // `done` counts the completions read meanwhile.
@@ -378,6 +388,8 @@ int main(int argc, char **argv) {
             window = static_cast<int>(number("-W", arg()));
         else if (a == "-D")
             delivery_complete = true;
+        else if (a == "-O")
+            ordered = true;
         else if (a == "-w")
             warmup = number("-w", arg());
         else if (a == "-B") {

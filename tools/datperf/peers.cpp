@@ -182,8 +182,9 @@ public:
 // Streaming bandwidth straight over libfabric's RDM endpoints (tools/fi_bw.cpp,
 // built and installed beside datperf; Debian packages no fabtests bandwidth
 // program): `datperf-fi-bw -p P -o send|write|read -S SIZE -I N -W WINDOW -B
-// PORT` serves, the same with `-P PORT ADDRESS` is the client. Writes ask for
-// delivery completion (-D), as the RDM transport's do. Its figure: 10^6
+// PORT` serves, the same with `-P PORT ADDRESS` is the client. It asks for
+// what the RDM transport asks for: sends ordered after sends and writes
+// (-O) and delivery-complete writes (-D). Its figure: 10^6
 // bytes a second at the client, from the first measured post to the last
 // completion, as our streaming workloads count.
 class FiBw : public ComparePeer {
@@ -220,6 +221,7 @@ public:
         const char *op = req.workload == Workload::WriteBw ? "write" : req.workload == Workload::ReadBw ? "read" : "send";
         std::vector<std::string> common = {path, "-p", req.provider, "-o", op, "-S", std::to_string(req.size),
                                            "-I", std::to_string(req.iters), "-W", std::to_string(std::max(1, req.window))};
+        common.push_back("-O");
         if (req.workload == Workload::WriteBw)
             common.push_back("-D");
         spec.server = spec.client = common;
