@@ -36,6 +36,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -262,21 +264,24 @@ enum class Op { Send, Write, Read };
 // `done` counts the completions read meanwhile.
 void post_one(Fabric &f, Op op, void *buf, std::size_t size, const Card &target, std::uint64_t *done) {
     const auto give_up = Clock::now() + std::chrono::seconds(30);
+    // One context per operation, kept across -FI_EAGAIN retries: the ring
+    // must not turn over onto contexts of operations still outstanding.
+    void *ctx = f.context();
     for (;;) {
         ssize_t rc;
         switch (op) {
-        case Op::Send: rc = fi_send(f.ep, buf, size, f.desc, f.peer, f.context()); break;
+        case Op::Send: rc = fi_send(f.ep, buf, size, f.desc, f.peer, ctx); break;
         case Op::Write:
             if (delivery_complete) {
                 iovec iov{buf, size};
                 fi_rma_iov rma{target.buf, size, target.key};
-                fi_msg_rma msg{&iov, &f.desc, 1, f.peer, &rma, 1, f.context(), 0};
+                fi_msg_rma msg{&iov, &f.desc, 1, f.peer, &rma, 1, ctx, 0};
                 rc = fi_writemsg(f.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
             } else {
-                rc = fi_write(f.ep, buf, size, f.desc, f.peer, target.buf, target.key, f.context());
+                rc = fi_write(f.ep, buf, size, f.desc, f.peer, target.buf, target.key, ctx);
             }
             break;
-        default: rc = fi_read(f.ep, buf, size, f.desc, f.peer, target.buf, target.key, f.context()); break;
+        default: rc = fi_read(f.ep, buf, size, f.desc, f.peer, target.buf, target.key, ctx); break;
         }
         if (rc == 0)
             return;
@@ -312,8 +317,9 @@ void receive(Fabric &f, void *buf, std::size_t size, std::uint64_t total, int de
     std::uint64_t posted = 0, got = 0;
     auto last = Clock::now();
     auto post_recv = [&] {
+        void *ctx = f.context();
         for (;;) {
-            ssize_t rc = fi_recv(f.ep, buf, size, f.desc, f.peer, f.context());
+            ssize_t rc = fi_recv(f.ep, buf, size, f.desc, f.peer, ctx);
             if (rc == 0)
                 return;
             if (rc != -FI_EAGAIN)
@@ -385,7 +391,7 @@ int main(int argc, char **argv) {
         else if (a == "-I")
             iters = number("-I", arg());
         else if (a == "-W")
-            window = static_cast<int>(number("-W", arg()));
+            window = static_cast<int>(std::min<std::uint64_t>(number("-W", arg()), 1u << 20));
         else if (a == "-D")
             delivery_complete = true;
         else if (a == "-O")
@@ -393,10 +399,10 @@ int main(int argc, char **argv) {
         else if (a == "-w")
             warmup = number("-w", arg());
         else if (a == "-B") {
-            port = static_cast<int>(number("-B", arg()));
+            port = static_cast<int>(std::min<std::uint64_t>(number("-B", arg()), 1u << 20));
             server = true;
         } else if (a == "-P") {
-            port = static_cast<int>(number("-P", arg()));
+            port = static_cast<int>(std::min<std::uint64_t>(number("-P", arg()), 1u << 20));
             if (i + 1 >= argc)
                 usage("-P PORT HOST");
             host = argv[++i];
@@ -405,6 +411,8 @@ int main(int argc, char **argv) {
     }
     if (!provider || !size || !iters || !port || window < 1 || size > (64ull << 20))
         usage("-p, -S (1 B to 64 MiB), -I and -B or -P are needed");
+    if (window > 65536 || port > 65535)
+        usage("-W at most 65536, a port at most 65535");
     if (warmup == ~0ull)
         warmup = iters / 10 < 100 ? iters / 10 : 100;
 

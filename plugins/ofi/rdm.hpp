@@ -128,7 +128,8 @@ struct RdmFabricEp {
     // sees remote operations land while its consumer does not look
     // (progress_round). One per endpoint, bound before fi_enable: reading a
     // counter drives the progress of every endpoint bound to it, and one
-    // not yet enabled must not be driven (shm crashes in it).
+    // not yet enabled must not be driven (shm reads the region it maps only
+    // at fi_enable).
     fid_cntr *rma_cntr = nullptr;
     std::uint64_t rma_seen = 0; // the loop's: the count at its last round
 

@@ -21,6 +21,17 @@ protected:
     // the EVD; `local`: the server disconnects, else the client does.
     void completions_and_flushes_within_qlen(bool local);
 
+    // The client sends `n` messages of `size` bytes from `s` (registered
+    // here), one at a time, each completed before the next (cookies 0..n-1).
+    void client_sends(Buffer &s, int n, size_t size) {
+        ASSERT_DAT_OK(client.register_buffer(s, size * n));
+        for (int i = 0; i < n; ++i) {
+            DAT_LMR_TRIPLET t = s.iov(size * i, size);
+            ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+            ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+        }
+    }
+
     // A connected pair; `from` disconnects with `flags`. dat_ep_disconnect(3DAT):
     // completion "reported ... through a DAT_CONNECTION_EVENT_DISCONNECTED event on
     // connect_evd_handle"; state DISCONNECTED -- on both sides, once.
@@ -169,12 +180,7 @@ void DisconnectTest::completions_and_flushes_within_qlen(bool local) {
     Buffer r, s;
     ASSERT_DAT_OK(server.post_recvs(r, kRecvs, 0x500, kMsg));
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    ASSERT_DAT_OK(client.register_buffer(s, kMsg * kSends));
-    for (int i = 0; i < kSends; ++i) {
-        DAT_LMR_TRIPLET t = s.iov(kMsg * i, kMsg);
-        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
-        ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
-    }
+    ASSERT_NO_FATAL_FAILURE(client_sends(s, kSends, kMsg));
     // Nobody reads the server's EVD while the receives land.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     ASSERT_DAT_OK(dat_ep_disconnect(local ? server.ep : client.ep, DAT_CLOSE_ABRUPT_FLAG));
@@ -544,12 +550,7 @@ TEST_P(DisconnectTest, FreeConnectedEndpointRightAfterItsSendsDeliversThemFirst)
     Buffer r, s;
     ASSERT_DAT_OK(server.post_recvs(r, kRecvs, 0x700, kMsg));
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    ASSERT_DAT_OK(client.register_buffer(s, kMsg * kSends));
-    for (int i = 0; i < kSends; ++i) {
-        DAT_LMR_TRIPLET t = s.iov(kMsg * i, kMsg);
-        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
-        ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
-    }
+    ASSERT_NO_FATAL_FAILURE(client_sends(s, kSends, kMsg));
     ASSERT_DAT_OK(dat_ep_free(client.ep));
     client.ep = DAT_HANDLE_NULL;
     EXPECT_TRUE(wait_connection_end(server.conn_evd));
