@@ -274,6 +274,11 @@ struct RdmCq {
     std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
     std::uint32_t seen_dequeues = 0; // the loop's: evd->dequeues when it last looked
     bool was_nonempty = false;
+    // This round's view (progress_round): the consumer dequeued since the
+    // last round, someone waits in dat_evd_wait, the queue was looked at.
+    bool consumer_polls = false;
+    bool waiter = false;
+    bool looked = false;
 };
 
 struct RdmEvdQueues {

@@ -515,30 +515,54 @@ int RdmTransport::progress_round() {
         ++round_;
         // Only the queues a libfabric endpoint is bound to can have work:
         // EVDs no Endpoint connected through cost nothing.
-        auto look = [&](RdmCq *q) {
+        auto observe = [&](RdmCq *q) {
             if (!q || q->polled_round == round_)
                 return;
             q->polled_round = round_;
+            q->looked = false;
             const std::uint32_t dequeues = q->evd->dequeues.load(std::memory_order_relaxed);
-            polled = polled || dequeues != q->seen_dequeues;
+            q->consumer_polls = dequeues != q->seen_dequeues;
             q->seen_dequeues = dequeues;
-            const bool waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
-            waiters = waiters || waiter;
-            if (!busy && !waiter)
+            polled = polled || q->consumer_polls;
+            q->waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
+            waiters = waiters || q->waiter;
+        };
+        // Looking drives the endpoints' progress (fi_cq_read), under the
+        // provider's locks: not where a consumer's dequeues drive it already
+        // (a queue of the endpoint was polled this round). The loop would
+        // take those locks beside the consumer, on its CPU; shm's are spin
+        // locks, and a loop that wakes while the consumer holds one spins
+        // until the consumer runs again.
+        auto look = [&](RdmCq *q, bool driven) {
+            if (!q || q->looked)
                 return;
-            const bool nonempty = holds_completions(q->cq);
+            q->looked = true;
+            if (!busy && !q->waiter)
+                return;
             const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
+            if (driven && !q->waiter) {
+                active = true;
+                q->seen_reads = reads;
+                return;
+            }
+            const bool nonempty = holds_completions(q->cq);
             if ((nonempty && !q->was_nonempty) || reads != q->seen_reads)
                 active = true;
             q->was_nonempty = nonempty;
             q->seen_reads = reads;
-            if (nonempty && waiter)
+            if (nonempty && q->waiter)
                 wake.push_back(q->evd);
         };
         for_each_fep([&](RdmFabricEp &fep) {
-            look(fep.tx_q);
-            look(fep.rx_q);
-            if (busy && fep.rma_cntr) {
+            observe(fep.tx_q);
+            observe(fep.rx_q);
+        });
+        for_each_fep([&](RdmFabricEp &fep) {
+            const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
+            look(fep.tx_q, driven);
+            look(fep.rx_q, driven);
+            // Landing counts only for a consumer asleep (below).
+            if (busy && waiters && !driven && fep.rma_cntr) {
                 const std::uint64_t n = fi_cntr_read(fep.rma_cntr);
                 landed = landed || n != fep.rma_seen;
                 fep.rma_seen = n;
