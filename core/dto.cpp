@@ -193,7 +193,7 @@ void flushed_now(Ep &ep, Op &op) {
 // One instance per kind of DTO: the checks that depend on the kind fold
 // away at compile time.
 template <PostKind kind>
-DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
+__attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(ep_handle, ep))
@@ -457,8 +457,11 @@ __attribute__((always_inline)) inline void report_request_locked(Evd &evd, Op &o
 
 } // namespace
 
-void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
-                         bool flushing) {
+namespace {
+
+// request_done_locked's body, inline on the completion path (as recycle()).
+__attribute__((always_inline)) inline void done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status,
+                                                       std::uint32_t length, bool silent, bool flushing) {
     Ep &ep = *op.ep;
     const std::size_t n = ep.req_held.size();
     if (op.rseq != ep.req_report_rseq && n > 0) {
@@ -491,6 +494,13 @@ void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std
         ++ep.req_report_rseq;
     }
     ep.requests_failed = failed;
+}
+
+} // namespace
+
+void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
+                         bool flushing) {
+    done_locked(evd, op, status, length, silent, flushing);
 }
 
 namespace {
@@ -541,7 +551,7 @@ void dto_consume_locked(Evd &evd, const Completion *c, int n) {
             }
             if (op.rseq != op.ep->req_report_rseq && op.ep->ia->caps.requests_in_order)
                 report_implied_locked(evd, op);
-            request_done_locked(evd, op, c[i].status, c[i].length, false, false);
+            done_locked(evd, op, c[i].status, c[i].length, false, false);
             continue;
         }
         std::uint8_t expected = Op::kPosted;
@@ -578,24 +588,32 @@ namespace slot {
 
 DAT_RETURN ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
-    return guarded("dat_ep_post_send", [&] { return post_dto<PostKind::kSend>(ep, n, iov, cookie, nullptr, flags); });
+    return guarded("dat_ep_post_send", [&]() __attribute__((always_inline)) {
+        return post_dto<PostKind::kSend>(ep, n, iov, cookie, nullptr, flags);
+    });
 }
 
 DAT_RETURN ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                         DAT_COMPLETION_FLAGS flags) {
-    return guarded("dat_ep_post_recv", [&] { return post_dto<PostKind::kRecv>(ep, n, iov, cookie, nullptr, flags); });
+    return guarded("dat_ep_post_recv", [&]() __attribute__((always_inline)) {
+        return post_dto<PostKind::kRecv>(ep, n, iov, cookie, nullptr, flags);
+    });
 }
 
 DAT_RETURN ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
     return guarded("dat_ep_post_rdma_read",
-                   [&] { return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags); });
+                   [&]() __attribute__((always_inline)) {
+                       return post_dto<PostKind::kRdmaRead>(ep, n, iov, cookie, remote, flags);
+                   });
 }
 
 DAT_RETURN ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                               const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
     return guarded("dat_ep_post_rdma_write",
-                   [&] { return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags); });
+                   [&]() __attribute__((always_inline)) {
+                       return post_dto<PostKind::kRdmaWrite>(ep, n, iov, cookie, remote, flags);
+                   });
 }
 
 } // namespace slot

@@ -190,8 +190,8 @@ private:
     // Turns one libfabric completion (`status` from its error entry, if any)
     // into the kit's; false when it reports nothing yet (one part of a write
     // with immediate data).
-    bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
-                   DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out);
+    inline bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                          DAT_DTO_COMPLETION_STATUS status, kit::Ep *taker, kit::Completion &out); // ofi_cq.cpp only
 
     // ---- memory and protection zones (ofi_mr.cpp)
     // Registers [addr, addr + len) in `dom` with `access`; the key becomes

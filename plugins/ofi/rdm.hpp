@@ -410,7 +410,7 @@ private:
                            const DAT_RMR_TRIPLET &remote, std::uint64_t key);
     // The context of `op` in `rep`'s current block (a new block when the
     // EP's records were rebuilt), counted as with the provider.
-    RdmCtx *take_ctx(RdmEp &rep, kit::Op &op);
+    inline RdmCtx *take_ctx(RdmEp &rep, kit::Op &op); // rdm_ep.cpp only
     void give_back_ctx(RdmCtx &c); // the post failed
     static void writes_memory(RdmCtx &c) { c.writes_memory.store(true, std::memory_order_relaxed); }
     void retire_block(RdmEp &rep); // mu_ held
@@ -493,8 +493,8 @@ private:
     // null queue without an EVD; nullptr (logged) on failure.
     RdmCq *cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown);
     fid_cq *open_cq(RdmDomain &dom, std::size_t size, int &fd);
-    bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
-                   DAT_DTO_COMPLETION_STATUS status, kit::Completion &out);
+    inline bool translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
+                          DAT_DTO_COMPLETION_STATUS status, kit::Completion &out); // rdm_cq.cpp only
 
     // ---- memory (rdm_mr.cpp)
     DAT_RETURN register_range(RdmDomain &dom, std::uintptr_t addr, DAT_VLEN len, std::uint64_t access, fid_mr **mr,

@@ -176,8 +176,11 @@ int RdmTransport::read_queue(RdmCq &q, kit::Completion *out, int max) {
     return k;
 }
 
-bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len, std::uint64_t data,
-                             DAT_DTO_COMPLETION_STATUS status, kit::Completion &out) {
+// Inline: every completion comes through here, and the call cost a
+// quarter of the work.
+__attribute__((always_inline)) inline bool RdmTransport::translate(void *context, std::uint64_t flags, std::size_t len,
+                                                                   std::uint64_t data, DAT_DTO_COMPLETION_STATUS status,
+                                                                   kit::Completion &out) {
     if (!context)
         return false;
     auto *part = static_cast<RdmCtx::Part *>(context);

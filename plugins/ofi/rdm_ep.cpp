@@ -300,7 +300,8 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
 
 // ---- contexts ------------------------------------------------------------------------
 
-RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
+// Inline: on every post's path (the rebuild is the rare branch).
+__attribute__((always_inline)) inline RdmCtx *RdmTransport::take_ctx(RdmEp &rep, kit::Op &op) {
     kit::Ep &ep = *rep.owner;
     RdmCtxBlock *b = rep.block;
     if (!b || b->base != ep.ops.data() || b->n != ep.ops.size()) {
