@@ -13,7 +13,9 @@
 
 namespace dat2 {
 
-template <class F> DAT_RETURN guarded(const char *call, F &&body) noexcept {
+// Inline always: it wraps every call of the C ABI, and as a frame of its own
+// it cost a tenth of an empty dat_evd_dequeue.
+template <class F> __attribute__((always_inline)) inline DAT_RETURN guarded(const char *call, F &&body) noexcept {
     try {
         return body();
     } catch (const std::bad_alloc &) {

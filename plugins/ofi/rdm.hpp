@@ -489,6 +489,7 @@ private:
 
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
+    inline int read_queue_inline(RdmCq &q, kit::Completion *out, int max); // rdm_cq.cpp only
     // The queue of `evd` in `dom` (made when missing; `grown` then), or dom's
     // null queue without an EVD; nullptr (logged) on failure.
     RdmCq *cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown);
