@@ -37,7 +37,11 @@ void ep_build_records(Ep &ep) {
     ep.recvs_posted = 0;
     ep.requests_posted = 0;
     ep.reads_posted = 0;
-    ep.req_held.assign(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)), nullptr);
+    // A power of two: the slot of a posting sequence is a mask, not a division.
+    std::size_t ring = 1;
+    while (ring < static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)))
+        ring *= 2;
+    ep.req_held.assign(ring, nullptr);
     ep.req_ops.assign(ep.req_held.size(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
     ep.requests_failed = false;
@@ -87,7 +91,7 @@ __attribute__((always_inline)) inline Op *op_take(Ep &ep, bool recv) {
     (recv ? ep.recvs_posted : ep.requests_posted).fetch_add(1, std::memory_order_relaxed);
     if (!recv) {
         op->rseq = ep.req_next_rseq++;
-        __atomic_store_n(&ep.req_ops[op->rseq % ep.req_ops.size()], op, __ATOMIC_RELEASE);
+        __atomic_store_n(&ep.req_ops[op->rseq & (ep.req_ops.size() - 1)], op, __ATOMIC_RELEASE);
     }
     op->seq = ep.next_seq++;
     return op;
@@ -469,7 +473,7 @@ __attribute__((always_inline)) inline void done_locked(Evd &evd, Op &op, DAT_DTO
         op.held_status = status;
         op.held_length = length;
         op.held_silent = silent;
-        ep.req_held[op.rseq % n] = &op;
+        ep.req_held[op.rseq & (n - 1)] = &op;
         return;
     }
     // dat_ep_disconnect(3DAT): "If an in-progress DTO is completed
@@ -483,10 +487,10 @@ __attribute__((always_inline)) inline void done_locked(Evd &evd, Op &op, DAT_DTO
     ++ep.req_report_rseq;
     bool failed = flushing || status != DAT_DTO_SUCCESS || ep.requests_failed;
     while (n > 0) {
-        Op *h = ep.req_held[ep.req_report_rseq % n];
+        Op *h = ep.req_held[ep.req_report_rseq & (n - 1)];
         if (!h || h->rseq != ep.req_report_rseq)
             break;
-        ep.req_held[ep.req_report_rseq % n] = nullptr;
+        ep.req_held[ep.req_report_rseq & (n - 1)] = nullptr;
         const DAT_DTO_COMPLETION_STATUS st =
             failed && h->held_status == DAT_DTO_SUCCESS ? DAT_DTO_ERR_FLUSHED : h->held_status;
         failed = failed || st != DAT_DTO_SUCCESS;
@@ -521,7 +525,7 @@ void report_implied_locked(Evd &evd, const Op &x) {
     Ep &ep = *x.ep;
     const std::size_t n = ep.req_ops.size();
     while (ep.req_report_rseq != x.rseq) {
-        Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq % n], __ATOMIC_ACQUIRE);
+        Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq & (n - 1)], __ATOMIC_ACQUIRE);
         if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
             return;
         std::uint8_t expected = Op::kPosted;
@@ -545,7 +549,7 @@ void dto_consume_locked(Evd &evd, const Completion *c, int n) {
                 // Flushed by a disconnect: drop the late one (a flush still
                 // waiting for its turn keeps its record until the EP is reset).
                 const std::size_t held = op.ep->req_held.size();
-                if (!held || op.ep->req_held[op.rseq % held] != &op)
+                if (!held || op.ep->req_held[op.rseq & (held - 1)] != &op)
                     op_recycle(op);
                 continue;
             }

@@ -274,13 +274,14 @@ struct Ep : ObjectHeader {
     // before RDMA writes posted ahead of it that wait for delivery).
     // req_next_rseq: the next request's rseq (under ops_mu);
     // req_report_rseq: the next rseq to report, req_held: completed requests
-    // waiting for it, by rseq modulo the pool (both under the request EVD's mu).
+    // waiting for it, by rseq modulo their size, a power of two at least the
+    // pool's (both under the request EVD's mu).
     std::uint64_t req_next_rseq = 0, req_report_rseq = 0;
     std::vector<Op *> req_held;
     // A request was reported unsuccessfully: every later one is reported
     // flushed until the EP is reset (under the request EVD's mu).
     bool requests_failed = false;
-    // Every request not yet reported, by rseq modulo the pool: stored (with
+    // Every request not yet reported, by rseq modulo req_held's size: stored (with
     // release) by op_take under ops_mu, loaded (acquire) under the request
     // EVD's mu where a completion stands for earlier requests too
     // (Capabilities::requests_in_order).

@@ -258,6 +258,8 @@ private:
     };
     static constexpr std::size_t kImmedSlots = 1024; // writes with immediate data in flight per IA
     std::unique_ptr<ImmedSlot[]> immed_slots_;
+    // The slots' address range, compared inline on every completion (0, 0: none).
+    std::uintptr_t immed_lo_ = 0, immed_hi_ = 0;
     std::mutex immed_mu_;
     ImmedSlot *immed_free_ = nullptr;
     ImmedSlot *immed_slot_of(void *context) const;

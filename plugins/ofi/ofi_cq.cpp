@@ -278,7 +278,8 @@ __attribute__((always_inline)) inline bool OfiTransport::translate(void *context
     out.immed = kit::Completion::Immed::kNone;
     out.immed_data = 0;
     out.ep = taker;
-    if (ImmedSlot *slot = immed_slots_ ? immed_slot_of(context) : nullptr) {
+    const auto at = reinterpret_cast<std::uintptr_t>(context);
+    if (ImmedSlot *slot = at >= immed_lo_ && at < immed_hi_ ? immed_slot_of(context) : nullptr) {
         kit::Op *op = immed_part_done(*slot, out.status);
         if (!op)
             return false;

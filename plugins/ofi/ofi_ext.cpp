@@ -38,6 +38,8 @@ kit::ExtCaps OfiTransport::find_ext_caps() {
             immed_slots_[i].next_free = immed_free_;
             immed_free_ = &immed_slots_[i];
         }
+        immed_lo_ = reinterpret_cast<std::uintptr_t>(immed_slots_.get());
+        immed_hi_ = immed_lo_ + kImmedSlots * sizeof(ImmedSlot);
     }
     DAT2_LOG(log::kGeneric, "%s: extensions: write with immediate data %s, fetch and add %s, compare and swap %s\n",
              name(), caps.rdma_write_immed ? "yes" : "no", caps.fetch_add ? "yes" : "no", caps.cmp_swap ? "yes" : "no");
