@@ -531,7 +531,7 @@ void report_implied_locked(Evd &evd, const Op &x) {
         std::uint8_t expected = Op::kPosted;
         if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))
             return;
-        request_done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
+        done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
     }
 }
 

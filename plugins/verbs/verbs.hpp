@@ -177,7 +177,7 @@ private:
     // ---- QPs and protection domains (verbs_ep.cpp, verbs_mr.cpp)
     DAT_RETURN build_qp(VerbsEp &vep); // mu_ held
     void destroy_qp(VerbsEp &vep);     // mu_ held
-    bool qp_matches(const VerbsEp &vep) const;
+    inline bool qp_matches(const VerbsEp &vep) const; // below: on every receive's path
     int move_qp(VerbsEp &vep, rdma_cm_id *id, ibv_qp_state state, int rd_atomic);
     void qp_error(VerbsEp &vep);
     ibv_pd *pd_acquire(kit::Pz *pz);
@@ -187,7 +187,7 @@ private:
     // added as needed): that CQ, or null when the device has no more.
     CqPart *cq_commit(VerbsCq &cq, int depth);
     void cq_uncommit(VerbsCq &cq, CqPart *part, int depth);
-    int translate(const ibv_wc &wc, kit::Completion &out);
+    inline int translate(const ibv_wc &wc, kit::Completion &out); // verbs_cq.cpp only
 
     std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id; mu_ held
     VerbsEp *ep_by_key(std::uint64_t key);
@@ -326,5 +326,13 @@ struct Request {
     std::uint8_t initiator_depth = 0, responder_resources = 0; // what the requester offered
     bool gone = false; // the requester gave up (REJECTED or error before the accept)
 };
+
+// Whether the EP's QP was built for its current EVDs, PZ and SRQ (a
+// dat_ep_modify since changes them).
+inline bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
+    const kit::Ep &ep = *vep.owner;
+    return vep.qp && vep.qp_request_evd == ep.request_evd && vep.qp_recv_evd == ep.recv_evd && vep.qp_pz == ep.pz &&
+           vep.qp->srq == (ep.srq ? static_cast<ibv_srq *>(ep.srq->tp) : nullptr);
+}
 
 } // namespace dat2::verbs

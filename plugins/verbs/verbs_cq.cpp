@@ -138,7 +138,9 @@ void VerbsTransport::cq_uncommit(VerbsCq &c, CqPart *part, int depth) {
 
 // One work completion as the kit wants it: 1, or 0 for the plugin's own
 // work requests (the marker gives 1 when it stands for unsignalled requests).
-int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
+// Inline: every completion comes through here, and the call cost a
+// third of the work.
+__attribute__((always_inline)) inline int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
     if (wc.wr_id & kWrTags) {
         auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~kWrTags));
         if (wc.wr_id & kWrMarker) {
@@ -194,7 +196,7 @@ int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
         }
         out.ep = ep;
     }
-    out.status = to_dto_status(wc.status);
+    out.status = wc.status == IBV_WC_SUCCESS ? DAT_DTO_SUCCESS : to_dto_status(wc.status);
     out.length = wc.byte_len;
     // The kit reuses its array of completions: every field is written.
     out.invalidate = wc.status == IBV_WC_SUCCESS && (wc.wc_flags & wc_with_inv_);

@@ -21,12 +21,6 @@ VerbsEp &vep_of(kit::Ep &ep) { return *static_cast<VerbsEp *>(ep.tp); }
 
 // ---- queue pairs ------------------------------------------------------------------------
 
-bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
-    const kit::Ep &ep = *vep.owner;
-    return vep.qp && vep.qp_request_evd == ep.request_evd && vep.qp_recv_evd == ep.recv_evd && vep.qp_pz == ep.pz &&
-           vep.qp->srq == (ep.srq ? static_cast<ibv_srq *>(ep.srq->tp) : nullptr);
-}
-
 DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
     kit::Ep &ep = *vep.owner;
     if (vep.qp)
