@@ -13,8 +13,8 @@
 
 namespace dat2 {
 
-// Inline always: it wraps every call of the C ABI, and as a frame of its own
-// it cost a tenth of an empty dat_evd_dequeue.
+// Inline always: it wraps every call of the C ABI, the post and poll paths
+// included, and a frame of its own there costs as much as a call's checks.
 template <class F> __attribute__((always_inline)) inline DAT_RETURN guarded(const char *call, F &&body) noexcept {
     try {
         return body();

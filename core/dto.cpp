@@ -37,11 +37,8 @@ void ep_build_records(Ep &ep) {
     ep.recvs_posted = 0;
     ep.requests_posted = 0;
     ep.reads_posted = 0;
-    // A power of two: the slot of a posting sequence is a mask, not a division.
-    std::size_t ring = 1;
-    while (ring < static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos)))
-        ring *= 2;
-    ep.req_held.assign(ring, nullptr);
+    const auto requests = static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_request_dtos));
+    ep.req_held.assign(ring_length(requests), nullptr);
     ep.req_ops.assign(ep.req_held.size(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
     ep.requests_failed = false;
@@ -197,8 +194,9 @@ void flushed_now(Ep &ep, Op &op) {
 // One instance per kind of DTO: the checks that depend on the kind fold
 // away at compile time.
 template <PostKind kind>
-__attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
-                    const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
+__attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handle, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
+                                                          DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
+                                                          DAT_COMPLETION_FLAGS flags, const ExtPost *ext = nullptr) {
     Ep *ep;
     if (DAT_RETURN r = handle_cast(ep_handle, ep))
         return r;

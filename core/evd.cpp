@@ -29,14 +29,8 @@ namespace {
 constexpr unsigned kValidFlags = DAT_EVD_SOFTWARE_FLAG | DAT_EVD_CR_FLAG | DAT_EVD_DTO_FLAG | DAT_EVD_CONNECTION_FLAG |
                                  DAT_EVD_RMR_BIND_FLAG | DAT_EVD_ASYNC_FLAG;
 
-// The FIFO's storage is a power of two (indexes wrap with a mask, no
-// division on the dequeue path); its capacity is qlen.
-std::size_t ring_storage(DAT_COUNT qlen) {
-    std::size_t n = 1;
-    while (n < static_cast<std::size_t>(qlen))
-        n <<= 1;
-    return n;
-}
+// The FIFO's storage (ring_length); its capacity is qlen.
+std::size_t ring_storage(DAT_COUNT qlen) { return ring_length(static_cast<std::size_t>(std::max<DAT_COUNT>(qlen, 0))); }
 
 std::size_t capacity(const Evd &evd) { return static_cast<std::size_t>(evd.qlen); }
 

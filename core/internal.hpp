@@ -11,6 +11,15 @@ inline constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_CO
     DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
     DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
 
+// The length of a ring that holds at least `n` entries: a power of two, so
+// that an index wraps with a mask (no division on the post and poll paths).
+inline std::size_t ring_length(std::size_t n) {
+    std::size_t len = 1;
+    while (len < n)
+        len <<= 1;
+    return len;
+}
+
 // ---- evd.cpp ----
 // Enqueues a provider-generated event on an EVD (never lost) and wakes it.
 void evd_push(Evd &evd, const DAT_EVENT &event);

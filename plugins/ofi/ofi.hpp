@@ -258,11 +258,17 @@ private:
     };
     static constexpr std::size_t kImmedSlots = 1024; // writes with immediate data in flight per IA
     std::unique_ptr<ImmedSlot[]> immed_slots_;
-    // The slots' address range, compared inline on every completion (0, 0: none).
+    // The slots' address range (0, 0: none): every completion's context is
+    // compared with it, so the test is two compares, not a call.
     std::uintptr_t immed_lo_ = 0, immed_hi_ = 0;
     std::mutex immed_mu_;
     ImmedSlot *immed_free_ = nullptr;
-    ImmedSlot *immed_slot_of(void *context) const;
+    ImmedSlot *immed_slot_of(void *context) const {
+        const auto at = reinterpret_cast<std::uintptr_t>(context);
+        if (at < immed_lo_ || at >= immed_hi_)
+            return nullptr;
+        return &immed_slots_[(at - immed_lo_) / sizeof(ImmedSlot)];
+    }
     // One part of `slot` completed with `status`: the DTO record once both
     // have (the slot goes back to the pool), else nullptr. `status` becomes
     // the DTO's (the first error of either part).

@@ -46,16 +46,6 @@ kit::ExtCaps OfiTransport::find_ext_caps() {
     return caps;
 }
 
-OfiTransport::ImmedSlot *OfiTransport::immed_slot_of(void *context) const {
-    if (!immed_slots_)
-        return nullptr;
-    auto *p = static_cast<const unsigned char *>(context);
-    auto *first = reinterpret_cast<const unsigned char *>(immed_slots_.get());
-    if (p < first || p >= first + kImmedSlots * sizeof(ImmedSlot))
-        return nullptr;
-    return &immed_slots_[static_cast<std::size_t>(p - first) / sizeof(ImmedSlot)];
-}
-
 kit::Op *OfiTransport::immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATUS &status) {
     std::lock_guard<std::mutex> lock(immed_mu_);
     if (status != DAT_DTO_SUCCESS && slot.status == DAT_DTO_SUCCESS)

@@ -541,7 +541,8 @@ int RdmTransport::progress_round() {
                 return;
             const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
             if (driven && !q->waiter) {
-                active = true;
+                // Its consumer's reads tell whether work goes on.
+                active = active || reads != q->seen_reads;
                 q->seen_reads = reads;
                 return;
             }
