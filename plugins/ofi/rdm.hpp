@@ -133,7 +133,8 @@ struct RdmFabricEp {
     fid_cntr *rma_cntr = nullptr;
     std::uint64_t rma_seen = 0; // the loop's: the count at its last round
 
-    // Closes the endpoint, then its counter.
+    // Closes the endpoint, then its counter. While its queues live on:
+    // RdmTransport::close_fep.
     void close() {
         if (ep)
             fi_close(&ep->fid);
@@ -269,7 +270,9 @@ struct RdmCq {
     RdmDomain *dom = nullptr;
     kit::Evd *evd = nullptr;
     RdmEvdQueues *owner = nullptr;
-    int fd = -1;                    // its wait fd; -1: none (shm), the loop polls it
+    // Its wait fd; -1: none (shm), or no longer trusted (close_fep): the
+    // loop polls it. Written under mu_, parts_mu_ and the owner's wait_mu.
+    int fd = -1;
     std::uint64_t polled_round = 0; // progress_round: each queue once a round
     std::uint64_t seen_reads = 0;   // the loop's: owner->reads when it last looked
     std::uint32_t seen_dequeues = 0; // the loop's: evd->dequeues when it last looked
@@ -289,6 +292,11 @@ struct RdmEvdQueues {
     // theirs; -1 when a part has none (shm).
     std::atomic<int> wait_fd{-1};
     int epoll_fd = -1;
+    // Held across cq_arm's fi_trywait, and by close_fep while an endpoint
+    // bound to a part closes: libfabric 1.17's rxm leaves a closed
+    // endpoint's entry in the queue's wait set, and fi_trywait then reads
+    // freed memory. A queue whose endpoint closed stops using its fd.
+    std::mutex wait_mu;
     // dat_evd_wait on a queue without a wait fd polls it for this long
     // before it sleeps (cq_arm): a reply of a peer on the same host comes
     // within microseconds, the loop's next look within a millisecond.
@@ -400,7 +408,7 @@ private:
     // ---- endpoints (rdm_ep.cpp)
     RdmFabricEp *fabric_ep_for(kit::Ep &ep);  // mu_ held; makes it if ensure_fabric_ep did not
     DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
-    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown);
+    std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown, bool mu_held);
     void wake_grown(kit::Evd *request, kit::Evd *recv);
     void close_fabric_eps_of(kit::Evd &evd);
     // `key`: the provider's key of remote.rmr_context (remote_key).
@@ -487,6 +495,8 @@ private:
     bool drain_deferred(RdmEp &rep);
     void drop_deferred(RdmEp &rep); // the connection ended (mu_ held)
 
+    // Closes `fep` (mu_ held; its queues may stay): see RdmEvdQueues::wait_mu.
+    void close_fep(RdmFabricEp &fep);
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
     inline int read_queue_inline(RdmCq &q, kit::Completion *out, int max); // rdm_cq.cpp only

@@ -248,14 +248,36 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
 
 int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }
 
+void RdmTransport::close_fep(RdmFabricEp &fep) {
+    RdmEvdQueues *owners[2] = {fep.tx_q ? fep.tx_q->owner : nullptr, fep.rx_q ? fep.rx_q->owner : nullptr};
+    if (owners[1] == owners[0])
+        owners[1] = nullptr;
+    std::lock_guard<std::mutex> parts_lock(parts_mu_);
+    // cq_arm holds one at a time, never with another lock of ours.
+    std::unique_lock<std::mutex> locks[2];
+    for (int i = 0; i < 2; ++i)
+        if (owners[i])
+            locks[i] = std::unique_lock<std::mutex>(owners[i]->wait_mu);
+    for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
+        if (!q || q->fd < 0)
+            continue;
+        q->fd = -1;
+        q->owner->wait_fd.store(-1, std::memory_order_release);
+    }
+    fep.close();
+}
+
 bool RdmTransport::cq_arm(kit::Evd &evd) {
     RdmEvdQueues &qs = queues(evd);
     const int parts = qs.count.load(std::memory_order_acquire);
-    if (qs.wait_fd.load(std::memory_order_acquire) >= 0) {
-        fid *f[RdmEvdQueues::kMaxParts];
-        for (int i = 0; i < parts; ++i)
-            f[i] = &qs.parts[i]->cq->fid;
-        return fi_trywait(fabric_, f, parts) == FI_SUCCESS;
+    {
+        std::lock_guard<std::mutex> lock(qs.wait_mu);
+        if (qs.wait_fd.load(std::memory_order_acquire) >= 0) {
+            fid *f[RdmEvdQueues::kMaxParts];
+            for (int i = 0; i < parts; ++i)
+                f[i] = &qs.parts[i]->cq->fid;
+            return fi_trywait(fabric_, f, parts) == FI_SUCCESS;
+        }
     }
     // No wait fd: poll for a while, then sleep until the loop's round finds
     // completions (it looks every millisecond while someone waits).

@@ -136,7 +136,7 @@ RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
         return found->second.get();
     }
     bool grown = false;
-    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown, true);
     if (!fep) {
         domain_release(dom);
         return nullptr;
@@ -184,7 +184,7 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
         }
     }
     bool grown = false;
-    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown);
+    std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown, false);
     if (!fep) {
         domain_release(dom);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
@@ -200,13 +200,14 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
             fabric_eps_.emplace(key, std::move(fep));
             return DAT_SUCCESS;
         }
+        close_fep(*fep); // another EP of the pair made one meanwhile
     }
-    fep->close(); // another EP of the pair made one meanwhile
     domain_release(dom);
     return DAT_SUCCESS;
 }
 
-std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown) {
+std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown,
+                                                         bool mu_held) {
     auto fep = std::make_unique<RdmFabricEp>();
     fep->dom = &dom;
     fep->request_evd = ep.request_evd;
@@ -258,7 +259,10 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
     }
     if (rc) {
         DAT2_ERR("%s: libfabric endpoint: %s: %s\n", this->name(), step, fi_text(rc));
-        fep->close();
+        std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+        if (!mu_held)
+            lock.lock();
+        close_fep(*fep);
         return nullptr;
     }
     fep->name.assign(name, len);
@@ -277,7 +281,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
             if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
-                it->second->close();
+                close_fep(*it->second);
                 released.push_back(it->second->dom);
                 it = fabric_eps_.erase(it);
             } else {
@@ -286,7 +290,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         }
         for (auto it = stalled_feps_.begin(); it != stalled_feps_.end();) {
             if ((*it)->request_evd == &evd || (*it)->recv_evd == &evd) {
-                (*it)->close();
+                close_fep(**it);
                 released.push_back((*it)->dom);
                 it = stalled_feps_.erase(it);
             } else {

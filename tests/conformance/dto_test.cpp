@@ -443,6 +443,58 @@ TEST_P(DtoTest, LastOfManyDeepEndpointsOnOneEvdCompletesAndWakes) {
         EXPECT_DAT_OK(dat_ep_free(ep));
 }
 
+// An EVD shared by two Endpoints outlives the other EVD of one of them: that
+// Endpoint and its recv EVD are freed, and a consumer blocked on the shared
+// EVD, and one that blocks afterwards, are still woken by completions of the
+// Endpoint that stays (libfabric 1.17's rxm keeps a freed endpoint in the
+// shared queue's wait set: waiting on it must not touch that endpoint).
+TEST_P(DtoTest, WaitOnAnEvdWhosePartnerEvdWasFreedIsWoken) {
+    DAT_EVD_HANDLE other_recv = DAT_HANDLE_NULL, other_req = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &other_recv));
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &other_req));
+    DAT_EP_HANDLE by_recv = DAT_HANDLE_NULL, by_req = DAT_HANDLE_NULL; // share client.req_evd, client.recv_evd
+    ASSERT_DAT_OK(client.create_ep_on(&by_recv, other_recv, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(client.create_ep_on(&by_req, client.recv_evd, other_req, client.conn_evd));
+    ASSERT_DAT_OK(dat_ep_free(by_recv));
+    ASSERT_DAT_OK(dat_ep_free(by_req));
+    ASSERT_DAT_OK(dat_evd_free(other_recv));
+    ASSERT_DAT_OK(dat_evd_free(other_req));
+
+    Buffer cs, sr, ss, cr;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(cs, 4096, 0x31, sr, 4096));
+    ASSERT_DAT_OK(server.register_buffer(ss, 4096));
+    ASSERT_DAT_OK(client.register_buffer(cr, 4096));
+    ss.fill(0x32);
+    ASSERT_DAT_OK(recv(client.ep, cr, 0, 4096, 0x81));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int round = 0; round < 2; ++round) {
+        // Twice: the second time on queues that have woken a waiter already.
+        auto recv_wait = start_evd_wait(client.recv_evd, kEventTimeoutUs);
+        if (round == 0) {
+            ASSERT_TRUE(still_blocked(recv_wait));
+        }
+        ASSERT_DAT_OK(send(server.ep, ss, 0, 64, 0x82));
+        ASSERT_TRUE(returns_within(recv_wait));
+        EvdWait w = recv_wait.get();
+        ASSERT_DAT_OK(w.r);
+        EXPECT_EQ(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x81u + 2 * round) << event_text(w.ev);
+        EXPECT_TRUE(wait_dto_ok(server.req_evd, 0x82));
+        ASSERT_DAT_OK(recv(client.ep, cr, 0, 4096, 0x83));
+
+        ASSERT_DAT_OK(recv(server.ep, sr, 0, 4096, 0x84 + round));
+        auto send_wait = start_evd_wait(client.req_evd);
+        if (round == 0) {
+            ASSERT_TRUE(still_blocked(send_wait));
+        }
+        ASSERT_DAT_OK(send(client.ep, cs, 0, 64, 0x86 + round));
+        ASSERT_TRUE(returns_within(send_wait));
+        w = send_wait.get();
+        ASSERT_DAT_OK(w.r);
+        EXPECT_EQ(w.ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x86u + round) << event_text(w.ev);
+        EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x84 + round));
+    }
+}
+
 // Request DTOs of one Endpoint complete in the order they were posted, RDMA
 // writes and sends mixed (an RC queue: the DAT event model preserves an
 // Event Stream's order, dat_evd_dequeue(3DAT)); a consumer reclaims its
