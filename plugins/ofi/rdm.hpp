@@ -282,6 +282,14 @@ struct RdmCq {
     bool consumer_polls = false;
     bool waiter = false;
     bool looked = false;
+    // Its fd on the loop (where it has one), armed while nobody else drives
+    // the queue's endpoints: rxm's fd includes its tcp sockets, and a
+    // target that only watches its memory has no progress but the loop's
+    // (arm_queue). The loop's, as `armed` and `keep_quiet` (this round: an
+    // endpoint of the queue is driven by its consumer).
+    kit::EventLoop::Watch *watch = nullptr;
+    bool armed = false;
+    bool keep_quiet = false;
 };
 
 struct RdmEvdQueues {
@@ -525,6 +533,18 @@ private:
 
     // ---- progress (rdm_ia.cpp): the loop's idle hook
     int progress_round();
+    // The loop watches `q`'s wait fd while the round may (fi_trywait trusts
+    // it, kMaxFdWakes not spent), and stops watching it otherwise; false:
+    // a consumer waiting on the queue is to be woken.
+    bool arm_queue(RdmCq &q, bool may);
+    void queue_ready(RdmCq &q); // its watch handler: the round that follows drives it
+    void watch_queue(RdmCq &q); // at its opening, disarmed
+    // Wakes by queue fds a millisecond at most: a socket that stays readable
+    // (a peer's hangup before rxm's connection management saw it) must not
+    // turn the loop into a spin; a stream needs far fewer.
+    static constexpr int kMaxFdWakes = 64;
+    int fd_wakes_ = 0;               // the loop's: in the millisecond from fd_window_ns_
+    std::int64_t fd_window_ns_ = 0;
     // Before endpoints of ours close: one progress pass of every RDM IA of
     // the process, this one included (no lock of ours held). shm does not
     // map the region of a peer in the same process but uses that endpoint's

@@ -56,6 +56,7 @@ DAT_RETURN RdmTransport::cq_open(kit::Evd &evd, void *&out) {
     q->dom = first;
     q->evd = &evd;
     q->owner = qs.get();
+    watch_queue(*q);
     qs->parts[0] = q.release();
     qs->wait_fd.store(qs->parts[0]->fd, std::memory_order_relaxed);
     qs->count.store(1, std::memory_order_release);
@@ -83,6 +84,7 @@ RdmCq *RdmTransport::cq_part(kit::Evd *evd, RdmDomain &dom, bool &grown) {
     q->dom = &dom;
     q->evd = evd;
     q->owner = &qs;
+    watch_queue(*q);
     // dat_evd_wait waits on one fd: with two queues, an epoll set of theirs
     // (none when a queue has no fd: the loop wakes the EVD then).
     bool all_fds = q->fd >= 0;
@@ -122,6 +124,8 @@ void RdmTransport::cq_close(kit::Evd &evd) {
     loop().sync(); // a progress round that found them has ended
     const int n = qs->count.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
+        if (qs->parts[i]->watch)
+            loop().unwatch(qs->parts[i]->watch);
         fi_close(&qs->parts[i]->cq->fid);
         delete qs->parts[i];
     }

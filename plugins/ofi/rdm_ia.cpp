@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <dirent.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -416,6 +417,55 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
 
 // ---- progress ----------------------------------------------------------------------
 
+void RdmTransport::watch_queue(RdmCq &q) {
+    if (q.fd < 0)
+        return; // shm: the rounds look at it
+    RdmCq *raw = &q;
+    q.watch = loop().watch(q.fd, 0, [this, raw](std::uint32_t) { queue_ready(*raw); });
+}
+
+// Armed only once fi_trywait trusts the fd: until then the provider may
+// hold work its fd does not show (completions queued, a signal consumed).
+// A failed fi_trywait may have consumed the signal a consumer that has just
+// entered dat_evd_wait sleeps on: false then, and the caller wakes it to
+// look for itself (once mu_ is released).
+bool RdmTransport::arm_queue(RdmCq &q, bool may) {
+    if (!may) {
+        if (q.armed) {
+            loop().modify(q.watch, 0);
+            q.armed = false;
+        }
+        return true;
+    }
+    if (q.armed)
+        return true;
+    fid *f = &q.cq->fid;
+    if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) {
+        if (q.evd->inside.load(std::memory_order_relaxed) > 0)
+            return false;
+        // Completions its consumer has not read yet (an EVD it rarely
+        // dequeues: the target of writes): the failed fi_trywait reset the
+        // fd's signal, so the fd shows what comes next, and it is armed.
+        // Otherwise the provider has work its fd may not show: the next
+        // round asks again.
+        if (!holds_completions(q.cq))
+            return true;
+    }
+    loop().modify(q.watch, EPOLLIN);
+    q.armed = true;
+    return true;
+}
+
+// Disarmed until the round that follows this handler (the loop's idle
+// hook runs before every wait) has driven the queue and asks again.
+void RdmTransport::queue_ready(RdmCq &q) {
+    if (!q.armed)
+        return;
+    loop().modify(q.watch, 0);
+    q.armed = false;
+    ++fd_wakes_;
+}
+
 // The loop's idle hook. Providers without a progress thread of their own
 // (shm executes RMA in the target's progress, rxm moves tcp's bytes only when
 // asked) need someone to read their queues while the consumer does not: a
@@ -526,6 +576,7 @@ int RdmTransport::progress_round() {
             polled = polled || q->consumer_polls;
             q->waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
             waiters = waiters || q->waiter;
+            q->keep_quiet = q->consumer_polls || q->waiter;
         };
         // Looking drives the endpoints' progress (fi_cq_read), under the
         // provider's locks: not where a consumer's dequeues drive it already
@@ -560,8 +611,26 @@ int RdmTransport::progress_round() {
         });
         for_each_fep([&](RdmFabricEp &fep) {
             const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
+            if (driven || (fep.tx_q && fep.tx_q->waiter) || (fep.rx_q && fep.rx_q->waiter)) {
+                // Both queues' fds report the endpoint's sockets: neither
+                // wakes the loop beside a consumer that drives or waits.
+                if (fep.tx_q)
+                    fep.tx_q->keep_quiet = true;
+                if (fep.rx_q)
+                    fep.rx_q->keep_quiet = true;
+            }
+        });
+        if (now_ns - fd_window_ns_ > std::chrono::nanoseconds(std::chrono::milliseconds(1)).count()) {
+            fd_window_ns_ = now_ns;
+            fd_wakes_ = 0;
+        }
+        for_each_fep([&](RdmFabricEp &fep) {
+            const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
             look(fep.tx_q, driven);
             look(fep.rx_q, driven);
+            for (RdmCq *q : {fep.tx_q, fep.rx_q})
+                if (q && q->watch && !arm_queue(*q, busy && q->fd >= 0 && !q->keep_quiet && fd_wakes_ < kMaxFdWakes))
+                    wake.push_back(q->evd);
             // Landing counts only for a consumer asleep (below).
             if (busy && waiters && !driven && fep.rma_cntr) {
                 const std::uint64_t n = fi_cntr_read(fep.rma_cntr);
