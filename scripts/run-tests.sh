@@ -126,6 +126,11 @@ if [ -e "$out/plain/lib/libdat2.so" ]; then
     echo "[mpi] MVAPICH2 1.9 over ofi-shm, one host"
     mpi_run ofi-shm mpi-clients-shm local2:osu_latency local2:osu_bw local2:pt2pt/sendrecv1 local2:coll/allred \
       local2:rma/putfence1
+    # And over rxm (tcp;ofi_rxm): the same rings, their bytes moved by
+    # tcp only when someone drives rxm's progress.
+    echo "[mpi] MVAPICH2 1.9 over ofi-rxm, one host"
+    mpi_run ofi-rxm mpi-clients-rxm local2:osu_latency local2:osu_bw local2:pt2pt/sendrecv1 local2:coll/allred \
+      local2:rma/putfence1
   fi
 fi
 # Open MPI 1.6.5's udapl BTL (DAT 1.2, through our libdat.so.1) over
