@@ -92,6 +92,20 @@ struct RdmCtxBlock {
 // being established, not at the consumer's first DTO, which a peer that
 // stopped progressing would leave refused for ever.
 inline constexpr std::uint64_t kHelloBit = 1ull << 60;
+
+// An empty message or RMA is handed over as one empty segment, never as
+// none: rxd 1.17 reads iov[0] of every send and write whatever the count
+// (rxd_tx_entry_init_common), and crashed on the connection's hello.
+// Returns the count to pass with `iov` and `desc`.
+inline char rdm_no_byte;
+inline std::size_t rdm_iov(const kit::Segment *segs, int nsegs, iovec *iov, void **desc) {
+    to_iov(segs, nsegs, iov, desc);
+    if (nsegs > 0)
+        return static_cast<std::size_t>(nsegs);
+    iov[0] = {&rdm_no_byte, 0};
+    desc[0] = nullptr;
+    return 1;
+}
 inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
 // The libfabric domain of a protection zone (rdm_mr.cpp), with its address

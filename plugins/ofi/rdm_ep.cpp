@@ -230,6 +230,14 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         step = "binding completion queues";
         if (tx == rx) {
             rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT | FI_RECV);
+        } else if (tx == dom.null_cq) {
+            // An EVD's queue (with a wait fd) before the null queue (without):
+            // rxd opens its own udp queue at the first binding, with a wait fd
+            // only if that queue has one, and then cannot add it to the
+            // second's wait set (EPERM).
+            rc = fi_ep_bind(fep->ep, &rx->fid, FI_RECV);
+            if (rc == 0)
+                rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT);
         } else {
             rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT);
             if (rc == 0)
@@ -543,14 +551,17 @@ void RdmTransport::hello(RdmEp &rep) {
     RdmCtx &s = b->ctx[b->n + kHelloSend];
     r.left = s.left = 1;
     b->refs.fetch_add(2, std::memory_order_relaxed);
-    fi_msg_tagged rmsg{nullptr, nullptr,    0, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit,
-                       0,       &r.part[0], 0};
+    iovec none[1];
+    void *none_desc[1];
+    const std::size_t count = rdm_iov(nullptr, 0, none, none_desc);
+    fi_msg_tagged rmsg{none, none_desc, count, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag | kHelloBit, 0,
+                       &r.part[0], 0};
     r.recv_posted.store(true, std::memory_order_relaxed);
     if (post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &rmsg, FI_COMPLETION); }) != 0) {
         r.recv_posted.store(false, std::memory_order_relaxed);
         b->release();
     }
-    fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
+    fi_msg_tagged smsg{none, none_desc, count, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
     // The peer answers once nudged, or within its next progress round, or
     // it is busy: a bound of its own, not the post path's.
     const ssize_t rc = post_retrying(
@@ -642,12 +653,10 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    to_iov(segs, nsegs, iov, desc);
+    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
     ssize_t rc;
     if (kind == kit::PostKind::kRecv) {
-        fi_msg_tagged msg{
-            iov,         desc, static_cast<std::size_t>(nsegs), directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0,
-            &c->part[0], 0};
+        fi_msg_tagged msg{iov, desc, count, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0, &c->part[0], 0};
         c->recv_posted.store(true, std::memory_order_relaxed);
         writes_memory(*c);
         rc = post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
@@ -680,9 +689,9 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             d.flags = flags;
             d.data = data;
             d.rma = rma;
-            d.nsegs = static_cast<std::size_t>(nsegs);
-            std::copy(iov, iov + nsegs, d.iov);
-            std::copy(desc, desc + nsegs, d.desc);
+            d.nsegs = count;
+            std::copy(iov, iov + count, d.iov);
+            std::copy(desc, desc + count, d.desc);
             return d;
         };
         if (rep.has_deferred.load(std::memory_order_acquire)) {
@@ -693,7 +702,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             }
         }
         rc = post_retrying(
-            rep, [&] { return submit(rep, kind, *c, iov, desc, static_cast<std::size_t>(nsegs), flags, data, &rma); });
+            rep, [&] { return submit(rep, kind, *c, iov, desc, count, flags, data, &rma); });
         if (rc == -FI_EAGAIN) {
             defer(rep, record());
             return DAT_SUCCESS;
@@ -754,12 +763,15 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
                                           const DAT_RMR_TRIPLET &remote, std::uint64_t key) {
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    const std::uint64_t total = to_iov(segs, nsegs, iov, desc);
+    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    std::uint64_t total = 0;
+    for (std::size_t i = 0; i < count; ++i)
+        total += iov[i].iov_len;
     if (total > kMaxImmedLength)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     c.left = 2;
     fi_rma_iov rma{remote.virtual_address, remote.segment_length, key};
-    fi_msg_rma wmsg{iov, desc, static_cast<std::size_t>(nsegs), rep.peer, &rma, 1, &c.part[0], 0};
+    fi_msg_rma wmsg{iov, desc, count, rep.peer, &rma, 1, &c.part[0], 0};
     ssize_t rc =
         post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
     if (rc) {
@@ -771,7 +783,10 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     }
     // The reference of the second part.
     c.block->refs.fetch_add(1, std::memory_order_relaxed);
-    fi_msg_tagged smsg{nullptr, nullptr, 0, rep.peer, rep.peer_tag, 0, &c.part[1], immed_cq_data(total, op.immed)};
+    iovec none[1];
+    void *none_desc[1];
+    fi_msg_tagged smsg{none, none_desc, rdm_iov(nullptr, 0, none, none_desc), rep.peer, rep.peer_tag, 0, &c.part[1],
+                       immed_cq_data(total, op.immed)};
     const std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (fence_after_write_ ? FI_FENCE : 0);
     // The write is on its way and cannot be taken back: a queue still full
     // after a while fails the DTO when the write completes.
