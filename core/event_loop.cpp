@@ -101,16 +101,25 @@ void EventLoop::modify(Watch *w, std::uint32_t events) {
     epoll_event ev{};
     ev.events = events;
     ev.data.ptr = w;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, w->fd, &ev) != 0)
-        DAT2_ERR("%s: fd %d: epoll_ctl: %s\n", name_.c_str(), w->fd, std::strerror(errno));
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, w->fd, &ev) == 0)
+        return;
+    const int err = errno;
+    {
+        // A handler that modifies its own watch while another thread
+        // unwatches it (the fd already out of the epoll set) is no fault.
+        std::lock_guard<std::mutex> lock(mu_);
+        if (err == ENOENT && !w->live)
+            return;
+    }
+    DAT2_ERR("%s: fd %d: epoll_ctl: %s\n", name_.c_str(), w->fd, std::strerror(err));
 }
 
 void EventLoop::unwatch(Watch *w) {
     if (!w)
         return;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w->fd, nullptr);
     std::unique_lock<std::mutex> lock(mu_);
-    w->live = false;
+    w->live = false; // before the fd leaves the set: modify() then knows why it is gone
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w->fd, nullptr);
     // An epoll result already taken may still name it: freed by the loop
     // once it waits again (or by the destructor).
     graveyard_.push_back(w);

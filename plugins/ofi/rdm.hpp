@@ -518,7 +518,8 @@ private:
     void drop_deferred(RdmEp &rep); // the connection ended (mu_ held)
 
     // Closes `fep` (mu_ held; its queues may stay): see RdmEvdQueues::wait_mu.
-    void close_fep(RdmFabricEp &fep);
+    // `enabled`: fi_enable was called on it.
+    void close_fep(RdmFabricEp &fep, bool enabled = true);
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
     inline int read_queue_inline(RdmCq &q, kit::Completion *out, int max); // rdm_cq.cpp only
@@ -548,8 +549,9 @@ private:
     // ---- progress (rdm_ia.cpp): the loop's idle hook
     int progress_round();
     // The loop watches `q`'s wait fd while the round may (fi_trywait trusts
-    // it, kMaxFdWakes not spent), and stops watching it otherwise; false:
-    // a consumer waiting on the queue is to be woken.
+    // it, kMaxFdWakes not spent), and stops watching it otherwise; true:
+    // fi_trywait failed, and consumers waiting on the endpoint's queues are
+    // to be woken.
     bool arm_queue(RdmCq &q, bool may);
     void queue_ready(RdmCq &q); // its watch handler: the round that follows drives it
     void watch_queue(RdmCq &q); // at its opening, disarmed
@@ -558,6 +560,7 @@ private:
     // turn the loop into a spin; a stream needs far fewer.
     static constexpr int kMaxFdWakes = 64;
     int fd_wakes_ = 0;               // the loop's: in the millisecond from fd_window_ns_
+    bool fd_woke_ = false;           // the loop's: a queue's fd woke it since the last round
     std::int64_t fd_window_ns_ = 0;
     // Before endpoints of ours close: one progress pass of every RDM IA of
     // the process, this one included (no lock of ours held). shm does not

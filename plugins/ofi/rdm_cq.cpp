@@ -252,7 +252,11 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
 
 int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }
 
-void RdmTransport::close_fep(RdmFabricEp &fep) {
+void RdmTransport::close_fep(RdmFabricEp &fep, bool enabled) {
+    if (!enabled) {
+        fep.close(); // rxm adds itself to the queues' wait sets at fi_enable
+        return;
+    }
     RdmEvdQueues *owners[2] = {fep.tx_q ? fep.tx_q->owner : nullptr, fep.rx_q ? fep.rx_q->owner : nullptr};
     if (owners[1] == owners[0])
         owners[1] = nullptr;
@@ -262,13 +266,19 @@ void RdmTransport::close_fep(RdmFabricEp &fep) {
     for (int i = 0; i < 2; ++i)
         if (owners[i])
             locks[i] = std::unique_lock<std::mutex>(owners[i]->wait_mu);
+    bool dropped = false;
     for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
         if (!q || q->fd < 0)
             continue;
         q->fd = -1;
         q->owner->wait_fd.store(-1, std::memory_order_release);
+        dropped = true;
     }
     fep.close();
+    // A consumer asleep on the fd that no longer tells it everything: a
+    // round now sees it waiting, and looks every millisecond from then on.
+    if (dropped)
+        loop().post([] {});
 }
 
 bool RdmTransport::cq_arm(kit::Evd &evd) {

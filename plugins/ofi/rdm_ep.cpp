@@ -253,6 +253,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         if (rc == 0)
             rc = fi_ep_bind(fep->ep, &fep->rma_cntr->fid, FI_REMOTE_WRITE | FI_REMOTE_READ);
     }
+    const bool enabled = rc == 0;
     if (rc == 0) {
         step = "fi_enable";
         rc = fi_enable(fep->ep);
@@ -270,7 +271,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
         if (!mu_held)
             lock.lock();
-        close_fep(*fep);
+        close_fep(*fep, enabled);
         return nullptr;
     }
     fep->name.assign(name, len);

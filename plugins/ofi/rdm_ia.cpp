@@ -426,34 +426,37 @@ void RdmTransport::watch_queue(RdmCq &q) {
 
 // Armed only once fi_trywait trusts the fd: until then the provider may
 // hold work its fd does not show (completions queued, a signal consumed).
-// A failed fi_trywait may have consumed the signal a consumer that has just
-// entered dat_evd_wait sleeps on: false then, and the caller wakes it to
-// look for itself (once mu_ is released).
+// Returns whether fi_trywait failed: it may have consumed the signal a
+// consumer that has just entered dat_evd_wait on a queue of the same
+// endpoint sleeps on (rxm's queues share their tcp queue's signal), and the
+// caller wakes such a consumer to look for itself (once mu_ is released).
+// The loop's own fi_trywait is kept apart from close_fep by mu_.
 bool RdmTransport::arm_queue(RdmCq &q, bool may) {
     if (!may) {
         if (q.armed) {
             loop().modify(q.watch, 0);
             q.armed = false;
         }
-        return true;
+        return false;
     }
     if (q.armed)
-        return true;
+        return false;
     fid *f = &q.cq->fid;
     if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) {
-        if (q.evd->inside.load(std::memory_order_relaxed) > 0)
-            return false;
         // Completions its consumer has not read yet (an EVD it rarely
         // dequeues: the target of writes): the failed fi_trywait reset the
         // fd's signal, so the fd shows what comes next, and it is armed.
         // Otherwise the provider has work its fd may not show: the next
-        // round asks again.
-        if (!holds_completions(q.cq))
+        // round, within a millisecond, asks again.
+        if (q.evd->inside.load(std::memory_order_relaxed) > 0 || !holds_completions(q.cq))
             return true;
+        loop().modify(q.watch, EPOLLIN);
+        q.armed = true;
+        return true;
     }
     loop().modify(q.watch, EPOLLIN);
     q.armed = true;
-    return true;
+    return false;
 }
 
 // Disarmed until the round that follows this handler (the loop's idle
@@ -464,6 +467,7 @@ void RdmTransport::queue_ready(RdmCq &q) {
     loop().modify(q.watch, 0);
     q.armed = false;
     ++fd_wakes_;
+    fd_woke_ = true;
 }
 
 // The loop's idle hook. Providers without a progress thread of their own
@@ -482,7 +486,12 @@ int RdmTransport::progress_round() {
     thread_local std::vector<std::uint64_t> watch;
     thread_local std::vector<kit::ConnectionReport> broken;
     thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
-    bool busy = false, waiters = false, active = false, polled = false, landed = false;
+    bool busy = false, waiters = false, active = false, polled = false, landed = false, rearm_soon = false;
+    // A round after a queue's fd woke the loop: work goes on (a write
+    // stream to a target that only watches its memory completes nothing
+    // there, and its rounds must not slow down).
+    active = fd_woke_;
+    fd_woke_ = false;
     std::int64_t now_ns;
     {
         std::lock_guard<std::mutex> lock(rma_watch_mu_);
@@ -628,9 +637,19 @@ int RdmTransport::progress_round() {
             const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
             look(fep.tx_q, driven);
             look(fep.rx_q, driven);
-            for (RdmCq *q : {fep.tx_q, fep.rx_q})
-                if (q && q->watch && !arm_queue(*q, busy && q->fd >= 0 && !q->keep_quiet && fd_wakes_ < kMaxFdWakes))
-                    wake.push_back(q->evd);
+            for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
+                if (!q || !q->watch)
+                    continue;
+                const bool want = busy && q->fd >= 0 && !q->keep_quiet;
+                if (arm_queue(*q, want && fd_wakes_ < kMaxFdWakes)) {
+                    for (RdmCq *other : {fep.tx_q, fep.rx_q})
+                        if (other && other->evd->inside.load(std::memory_order_relaxed) > 0)
+                            wake.push_back(other->evd);
+                }
+                // Left unarmed (wakes spent, or the provider busy): the
+                // next round comes within a millisecond, not a quiet one's.
+                rearm_soon = rearm_soon || (want && !q->armed);
+            }
             // Landing counts only for a consumer asleep (below).
             if (busy && waiters && !driven && fep.rma_cntr) {
                 const std::uint64_t n = fi_cntr_read(fep.rma_cntr);
@@ -690,6 +709,11 @@ int RdmTransport::progress_round() {
         return 1;
     if (!busy)
         return -1;
+    if (rearm_soon) {
+        quiet_since_ = std::chrono::steady_clock::now();
+        round_ms_ = 1;
+        return 1;
+    }
     // Quiet connections: the rounds slow down to kMaxRoundMs once nothing was
     // queued for 100 ms, so that an idle process sleeps; work seen brings
     // back a round a millisecond.
