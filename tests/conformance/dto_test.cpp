@@ -618,9 +618,14 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     // much again: with the CPUs busy elsewhere a descheduled poller looks
     // quiet, its queue is taken back and rests again (TSan, ctest -j2: 1118
     // in 445 ms). The old plugin: 2449 in 82 ms.
+    // A window fast enough to judge may still have had the CPUs taken for
+    // part of it (ctest -j3 on two CPUs: 272 wakes in 42 ms, where a quiet
+    // run has 63 to 86 in 35 to 45 ms): one fast window within the bound
+    // passes. A wake-up per message exceeds it in every window.
     std::string windows;
     long woken = 0, allowed = kRounds;
-    for (int w = 0; w < kWindows && ok && allowed >= kRounds; ++w) {
+    bool judged = false, within = false;
+    for (int w = 0; w < kWindows && ok && !within; ++w) {
         const long sleeps0 = sleeps_of_other_threads({self, server_tid.load()});
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < kRounds && ok; ++i)
@@ -633,6 +638,10 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
         std::cout << "[ info     ] " << kRounds << " round trips in " << ms << " ms; the other threads slept " << woken
                   << " times (allowed " << allowed << ")\n";
         windows += (windows.empty() ? "" : ", ") + std::to_string(static_cast<long>(ms)) + " ms";
+        if (allowed < kRounds) {
+            judged = true;
+            within = woken <= allowed;
+        }
     }
     cs.data[0] = kLast;
     if (ok)
@@ -640,10 +649,11 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
     echo.join();
     ASSERT_TRUE(ok) << "the client's round " << round << " failed";
     ASSERT_EQ(server_failed.load(), 0) << "the server's round that failed";
-    if (allowed >= kRounds)
+    if (!judged)
         GTEST_SKIP() << "every window of " << kRounds << " round trips was too slow to tell a wake-up per "
                      << "message from one per millisecond (" << windows << "): the CPUs are busy elsewhere";
-    EXPECT_LE(woken, allowed) << "the provider's threads woke for the messages of a busy-polled ping-pong";
+    EXPECT_TRUE(within) << "the provider's threads woke for the messages of a busy-polled ping-pong in every "
+                        << "window fast enough to tell (the last: " << woken << " wakes, allowed " << allowed << ")";
 }
 
 // A byte an RDMA write places, read while the target only watches its
