@@ -92,21 +92,24 @@ struct RdmCtxBlock {
 // being established, not at the consumer's first DTO, which a peer that
 // stopped progressing would leave refused for ever.
 inline constexpr std::uint64_t kHelloBit = 1ull << 60;
+inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
-// An empty message or RMA is handed over as one empty segment, never as
-// none: rxd 1.17 reads iov[0] of every send and write whatever the count
-// (rxd_tx_entry_init_common), and crashed on the connection's hello.
-// Returns the count to pass with `iov` and `desc`.
+// to_iov, with an empty message or RMA handed over as one empty segment,
+// never as none: rxd 1.17 reads iov[0] of every send and write whatever the
+// count (rxd_tx_entry_init_common). Returns the count to pass with `iov`
+// and `desc`; `total`, when asked for, the bytes.
 inline char rdm_no_byte;
-inline std::size_t rdm_iov(const kit::Segment *segs, int nsegs, iovec *iov, void **desc) {
-    to_iov(segs, nsegs, iov, desc);
+inline std::size_t rdm_iov(const kit::Segment *segs, int nsegs, iovec *iov, void **desc,
+                           std::uint64_t *total = nullptr) {
+    const std::uint64_t bytes = to_iov(segs, nsegs, iov, desc);
+    if (total)
+        *total = bytes;
     if (nsegs > 0)
         return static_cast<std::size_t>(nsegs);
     iov[0] = {&rdm_no_byte, 0};
     desc[0] = nullptr;
     return 1;
 }
-inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
 
 // The libfabric domain of a protection zone (rdm_mr.cpp), with its address
 // vector and null queue. A domain is the scope of libfabric's memory keys:
@@ -518,8 +521,8 @@ private:
     void drop_deferred(RdmEp &rep); // the connection ended (mu_ held)
 
     // Closes `fep` (mu_ held; its queues may stay): see RdmEvdQueues::wait_mu.
-    // `enabled`: fi_enable was called on it.
-    void close_fep(RdmFabricEp &fep, bool enabled = true);
+    // `enable_called`: fi_enable was called on it.
+    void close_fep(RdmFabricEp &fep, bool enable_called = true);
     // ---- completion queues (rdm_cq.cpp)
     int read_queue(RdmCq &q, kit::Completion *out, int max);
     inline int read_queue_inline(RdmCq &q, kit::Completion *out, int max); // rdm_cq.cpp only

@@ -252,8 +252,8 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
 
 int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }
 
-void RdmTransport::close_fep(RdmFabricEp &fep, bool enabled) {
-    if (!enabled) {
+void RdmTransport::close_fep(RdmFabricEp &fep, bool enable_called) {
+    if (!enable_called) {
         fep.close(); // rxm adds itself to the queues' wait sets at fi_enable
         return;
     }

@@ -7,6 +7,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <thread>
 
 namespace dat2::ofi {
@@ -230,18 +231,17 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         step = "binding completion queues";
         if (tx == rx) {
             rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT | FI_RECV);
-        } else if (tx == dom.null_cq) {
+        } else {
             // An EVD's queue (with a wait fd) before the null queue (without):
             // rxd opens its own udp queue at the first binding, with a wait fd
             // only if that queue has one, and then cannot add it to the
             // second's wait set (EPERM).
-            rc = fi_ep_bind(fep->ep, &rx->fid, FI_RECV);
-            if (rc == 0)
-                rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT);
-        } else {
-            rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT);
-            if (rc == 0)
-                rc = fi_ep_bind(fep->ep, &rx->fid, FI_RECV);
+            std::pair<fid_cq *, std::uint64_t> order[2] = {{tx, FI_TRANSMIT}, {rx, FI_RECV}};
+            if (tx == dom.null_cq)
+                std::swap(order[0], order[1]);
+            for (const auto &[cq, direction] : order)
+                if (rc == 0)
+                    rc = fi_ep_bind(fep->ep, &cq->fid, direction);
         }
     }
     if (rc == 0 && (info_->caps & FI_RMA_EVENT)) {
@@ -253,7 +253,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         if (rc == 0)
             rc = fi_ep_bind(fep->ep, &fep->rma_cntr->fid, FI_REMOTE_WRITE | FI_REMOTE_READ);
     }
-    const bool enabled = rc == 0;
+    const bool enable_called = rc == 0;
     if (rc == 0) {
         step = "fi_enable";
         rc = fi_enable(fep->ep);
@@ -271,7 +271,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
         if (!mu_held)
             lock.lock();
-        close_fep(*fep, enabled);
+        close_fep(*fep, enable_called);
         return nullptr;
     }
     fep->name.assign(name, len);
@@ -764,10 +764,8 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
                                           const DAT_RMR_TRIPLET &remote, std::uint64_t key) {
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
     std::uint64_t total = 0;
-    for (std::size_t i = 0; i < count; ++i)
-        total += iov[i].iov_len;
+    const std::size_t count = rdm_iov(segs, nsegs, iov, desc, &total);
     if (total > kMaxImmedLength)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     c.left = 2;

@@ -442,21 +442,17 @@ bool RdmTransport::arm_queue(RdmCq &q, bool may) {
     if (q.armed)
         return false;
     fid *f = &q.cq->fid;
-    if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) {
-        // Completions its consumer has not read yet (an EVD it rarely
-        // dequeues: the target of writes): the failed fi_trywait reset the
-        // fd's signal, so the fd shows what comes next, and it is armed.
-        // Otherwise the provider has work its fd may not show: the next
-        // round, within a millisecond, asks again.
-        if (q.evd->inside.load(std::memory_order_relaxed) > 0 || !holds_completions(q.cq))
-            return true;
-        loop().modify(q.watch, EPOLLIN);
-        q.armed = true;
+    const bool failed = fi_trywait(fabric_, &f, 1) != FI_SUCCESS;
+    // Failed with completions its consumer has not read yet (an EVD it
+    // rarely dequeues: the target of writes): the failed fi_trywait reset
+    // the fd's signal, so the fd shows what comes next, and it is armed.
+    // Failed otherwise: the provider has work its fd may not show, and the
+    // next round, within a millisecond, asks again.
+    if (failed && (q.evd->inside.load(std::memory_order_relaxed) > 0 || !holds_completions(q.cq)))
         return true;
-    }
     loop().modify(q.watch, EPOLLIN);
     q.armed = true;
-    return false;
+    return failed;
 }
 
 // Disarmed until the round that follows this handler (the loop's idle
@@ -618,9 +614,12 @@ int RdmTransport::progress_round() {
             observe(fep.tx_q);
             observe(fep.rx_q);
         });
+        // A queue of the endpoint was dequeued since the last round.
+        auto driven_of = [](const RdmFabricEp &fep) {
+            return (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
+        };
         for_each_fep([&](RdmFabricEp &fep) {
-            const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
-            if (driven || (fep.tx_q && fep.tx_q->waiter) || (fep.rx_q && fep.rx_q->waiter)) {
+            if (driven_of(fep) || (fep.tx_q && fep.tx_q->waiter) || (fep.rx_q && fep.rx_q->waiter)) {
                 // Both queues' fds report the endpoint's sockets: neither
                 // wakes the loop beside a consumer that drives or waits.
                 if (fep.tx_q)
@@ -634,7 +633,7 @@ int RdmTransport::progress_round() {
             fd_wakes_ = 0;
         }
         for_each_fep([&](RdmFabricEp &fep) {
-            const bool driven = (fep.tx_q && fep.tx_q->consumer_polls) || (fep.rx_q && fep.rx_q->consumer_polls);
+            const bool driven = driven_of(fep);
             look(fep.tx_q, driven);
             look(fep.rx_q, driven);
             for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
@@ -709,16 +708,11 @@ int RdmTransport::progress_round() {
         return 1;
     if (!busy)
         return -1;
-    if (rearm_soon) {
-        quiet_since_ = std::chrono::steady_clock::now();
-        round_ms_ = 1;
-        return 1;
-    }
     // Quiet connections: the rounds slow down to kMaxRoundMs once nothing was
     // queued for 100 ms, so that an idle process sleeps; work seen brings
     // back a round a millisecond.
     const auto now = std::chrono::steady_clock::now();
-    if (active || rma_pending) {
+    if (active || rma_pending || rearm_soon) {
         quiet_since_ = now;
         round_ms_ = 1;
     } else if (now - quiet_since_ > std::chrono::milliseconds(100)) {

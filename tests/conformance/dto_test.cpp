@@ -616,12 +616,10 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
         std::this_thread::yield();
     // Two IAs, each with a thread that may look once a millisecond, and as
     // much again: with the CPUs busy elsewhere a descheduled poller looks
-    // quiet, its queue is taken back and rests again (TSan, ctest -j2: 1118
-    // in 445 ms). The old plugin: 2449 in 82 ms.
+    // quiet, and its queue is taken back and rests again.
     // A window fast enough to judge may still have had the CPUs taken for
-    // part of it (ctest -j3 on two CPUs: 272 wakes in 42 ms, where a quiet
-    // run has 63 to 86 in 35 to 45 ms): one fast window within the bound
-    // passes. A wake-up per message exceeds it in every window.
+    // part of it (other tests running beside it): one fast window within the
+    // bound passes. A wake-up per message exceeds it in every window.
     std::string windows;
     long woken = 0, allowed = kRounds;
     bool judged = false, within = false;
