@@ -6,8 +6,12 @@
 set -u
 pp12=$1 pp20=$2 ia=${3:-ofi-tcp} rounds=${4:-200}
 dir=$(mktemp -d) && trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
-# Qualifiers of this run: two concurrent runs must not meet.
-q1=$((20000 + ($$ % 20000))) q2=$((q1 + 20000))
+# Qualifiers of this run: two concurrent runs must not meet, and both lie
+# below the kernel's ephemeral range (32768 and up by default), where a PSP
+# of any other test (dat_psp_create_any) or a connection's port may sit.
+q1=$((10000 + ($$ % 11000))) q2=$((q1 + 11000))
+low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+[ "$q2" -lt "$low" ] || { echo "FAIL: qualifier $q2 lies in the ephemeral port range (from $low)"; exit 1; }
 "$pp12" server "$ia" $q1 $rounds >"$dir/s12" 2>&1 & s12=$!
 "$pp20" server "$ia" $q2 $rounds >"$dir/s20" 2>&1 & s20=$!
 for i in $(seq 100); do
