@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int checks, failures;
 static char *ia_name = "ofi-tcp";
@@ -440,10 +441,23 @@ out:
 
 /* ---- dat_ep_free(3DAT) ------------------------------------------------------------------ */
 
+/* An RSP on a qualifier of its own. A qualifier is a TCP port here, and one
+ * in the kernel's ephemeral range (32768 and up by default) may be held by
+ * another test's connection or PSP: the tries stay below 10000, and a
+ * qualifier in use is passed over. */
+static DAT_RETURN rsp_create_on_a_free_qual(struct side *s, DAT_CONN_QUAL *qual, DAT_RSP_HANDLE *rsp) {
+    DAT_RETURN r = DAT_CONN_QUAL_IN_USE;
+    for (unsigned i = 0; i < 64 && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE; ++i) {
+        *qual = 2000 + ((unsigned)getpid() + 4099u * i) % 8000u;
+        r = dat_rsp_create(s->ia, *qual, s->ep, s->cr_evd, rsp);
+    }
+    return r;
+}
+
 static void case_ep_free(void) {
     struct side c, s;
     DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
-    DAT_CONN_QUAL qual = 0x5EED1200u;
+    DAT_CONN_QUAL qual = 0;
     DAT_EVENT ev;
     DAT_CR_PARAM crp;
     DAT_RSP_PARAM rp;
@@ -453,7 +467,7 @@ static void case_ep_free(void) {
     /* Reserved: "the Consumer shall first destroy the associated Reserved
      * Service Point that transitions the Endpoint into the Unconnected state
      * where the Endpoint can be destroyed." */
-    REQUIRE_OK(dat_rsp_create(s.ia, qual, s.ep, s.cr_evd, &rsp));
+    REQUIRE_OK(rsp_create_on_a_free_qual(&s, &qual, &rsp));
     REQUIRE_OK(dat_rsp_query(rsp, DAT_RSP_FIELD_ALL, &rp));
     CHECK(rp.ia_handle == s.ia && rp.ep_handle == s.ep && rp.evd_handle == s.cr_evd && rp.conn_qual == qual,
           "rsp_query: the parameters it was created with");
