@@ -133,21 +133,24 @@ if [ -e "$out/plain/lib/libdat2.so" ]; then
       local2:rma/putfence1
   fi
 fi
-# Open MPI 1.6.5's udapl BTL (DAT 1.2, through our libdat.so.1) over
-# ofi-tcp, with its own tcp BTL in the same run for the ratio table
+# Open MPI 1.6.5's udapl BTL (DAT 1.2, through our libdat.so.1) over each
+# transport's IA, with its own tcp BTL in the same run for the ratio table
 # (tests/clients/openmpi-1.6.5-udapl.sh); cached like MVAPICH2.
 if [ -e "$out/plain/lib/libdat.so" ]; then
   if client_cached openmpi openmpi-1.6.5 build-openmpi.sh "about 20 min"; then
-    echo "[openmpi] Open MPI 1.6.5, btl udapl over ofi-tcp beside btl tcp (tests/clients/openmpi-1.6.5-udapl.sh)"
-    t0=$SECONDS
-    DAT2_MPI_TIMEOUT=${DAT2_MPI_TIMEOUT:-300} bash "$top/tests/clients/openmpi-1.6.5-udapl.sh" "$out/plain/lib" ofi-tcp \
-      >"$out/openmpi.log" 2>&1
-    grep -E "^(PASS|FAIL):|^# size|[|]" "$out/openmpi.log" | sed 's/^/[openmpi] /'
-    n=$(grep -c "^PASS:" "$out/openmpi.log"); f=$(grep -c "^FAIL:" "$out/openmpi.log")
-    if [ "$n" = 0 ] && [ "$f" = 0 ]; then f=1; tail -n 40 "$out/openmpi.log"; fi
-    passed=$((passed + n)); failed=$((failed + f))
-    [ "$f" = 0 ] || failures+=("openmpi")
-    echo "[openmpi] $n passed, $f failed in $((SECONDS - t0)) s"
+    for ia in ofi-tcp ofi-shm ofi-rxm; do
+      log=$out/openmpi-${ia#ofi-}.log
+      echo "[openmpi] Open MPI 1.6.5, btl udapl over $ia beside btl tcp (tests/clients/openmpi-1.6.5-udapl.sh)"
+      t0=$SECONDS
+      DAT2_MPI_TIMEOUT=${DAT2_MPI_TIMEOUT:-300} bash "$top/tests/clients/openmpi-1.6.5-udapl.sh" "$out/plain/lib" "$ia" \
+        >"$log" 2>&1
+      grep -E "^(PASS|FAIL):|^# size|[|]" "$log" | sed 's/^/[openmpi] /'
+      n=$(grep -c "^PASS:" "$log"); f=$(grep -c "^FAIL:" "$log")
+      if [ "$n" = 0 ] && [ "$f" = 0 ]; then f=1; tail -n 40 "$log"; fi
+      passed=$((passed + n)); failed=$((failed + f))
+      [ "$f" = 0 ] || failures+=("openmpi $ia")
+      echo "[openmpi] $ia: $n passed, $f failed in $((SECONDS - t0)) s"
+    done
   fi
 fi
 # intercept_send=0 (ASan and TSan): the sanitizer checks a sendmsg buffer after the call returned; by
