@@ -28,10 +28,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -609,6 +611,8 @@ private:
     std::uint64_t next_ep_id_ = 1;
     using FabricEpKey = std::tuple<RdmDomain *, kit::Evd *, kit::Evd *>;
     std::map<FabricEpKey, std::unique_ptr<RdmFabricEp>> fabric_eps_;
+    std::set<FabricEpKey> building_; // by ensure_fabric_ep, mu_ released
+    std::condition_variable building_done_;
     // Libfabric endpoints that left an RMA unanswered (retire_stalled): no
     // connection gets them any more; closed with their EVDs.
     std::vector<std::unique_ptr<RdmFabricEp>> stalled_feps_;

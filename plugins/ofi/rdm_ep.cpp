@@ -178,15 +178,39 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_PROTECTION_DOMAIN);
     const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        // Another dat_ep_create of the pair is building its endpoint: that
+        // one is waited for. A second one, built and closed, would take the
+        // wait fds of the pair's queues with it (close_fep).
+        std::unique_lock<std::mutex> lock(mu_);
+        building_done_.wait(lock, [&] { return !building_.count(key); });
         if (fabric_eps_.count(key)) {
             domain_release(dom);
             return DAT_SUCCESS;
         }
+        building_.insert(key);
     }
+    // Whatever way this returns (a throw included), the waiters are told.
+    struct Building {
+        RdmTransport &t;
+        const FabricEpKey &key;
+        bool told = false;
+        void done() { // mu_ held
+            t.building_.erase(key);
+            t.building_done_.notify_all();
+            told = true;
+        }
+        ~Building() {
+            if (!told) {
+                std::lock_guard<std::mutex> lock(t.mu_);
+                done();
+            }
+        }
+    } building{*this, key};
     bool grown = false;
     std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown, false);
     if (!fep) {
+        std::lock_guard<std::mutex> lock(mu_);
+        building.done();
         domain_release(dom);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     }
@@ -197,11 +221,12 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
     }
     {
         std::lock_guard<std::mutex> lock(mu_);
+        building.done();
         if (!fabric_eps_.count(key)) {
             fabric_eps_.emplace(key, std::move(fep));
             return DAT_SUCCESS;
         }
-        close_fep(*fep); // another EP of the pair made one meanwhile
+        close_fep(*fep); // a connection of a modified EP made one meanwhile (fabric_ep_for)
     }
     domain_release(dom);
     return DAT_SUCCESS;

@@ -654,6 +654,59 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
                         << "window fast enough to tell (the last: " << woken << " wakes, allowed " << allowed << ")";
 }
 
+// dat_ep_create from several threads at once on one pair of EVDs (dapltest
+// -T T's threads create theirs so). A consumer waiting on those EVDs must
+// still sleep on their queues' wait fd where the IA's queues have one, not
+// be served by a provider thread that looks every millisecond. Judged
+// against a wait on a pair with a single EP, on the same IA.
+TEST_P(DtoTest, EndpointsCreatedAtOnceOnOneEvdPairLeaveItsWaitersAsleep) {
+    constexpr int kThreads = 8;
+    constexpr DAT_TIMEOUT kWaitUs = 300'000;
+    DAT_EVD_HANDLE req1 = DAT_HANDLE_NULL, recv1 = DAT_HANDLE_NULL, req8 = DAT_HANDLE_NULL, recv8 = DAT_HANDLE_NULL;
+    for (DAT_EVD_HANDLE *evd : {&req1, &recv1, &req8, &recv8})
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd));
+    DAT_EP_HANDLE one = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&one, recv1, req1, client.conn_evd));
+    std::vector<DAT_EP_HANDLE> eps(kThreads, DAT_HANDLE_NULL);
+    std::vector<DAT_RETURN> made(kThreads, DAT_SUCCESS);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+        threads.emplace_back([&, i] {
+            ready.fetch_add(1);
+            while (ready.load() < kThreads)
+                std::this_thread::yield();
+            made[i] = client.create_ep_on(&eps[i], recv8, req8, client.conn_evd);
+        });
+    for (std::thread &t : threads)
+        t.join();
+    for (int i = 0; i < kThreads; ++i)
+        ASSERT_EQ(made[i], DAT_SUCCESS) << "dat_ep_create in thread " << i << ": " << ret_text(made[i]);
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    auto wakes_while_waiting = [&](DAT_EVD_HANDLE evd) {
+        const long before = sleeps_of_other_threads({self});
+        DAT_EVENT ev{};
+        DAT_COUNT nmore = 0;
+        const DAT_RETURN r = dat_evd_wait(evd, kWaitUs, 1, &ev, &nmore);
+        EXPECT_EQ(DAT_GET_TYPE(r), DAT_TIMEOUT_EXPIRED) << ret_text(r);
+        return sleeps_of_other_threads({self}) - before;
+    };
+    const long alone = wakes_while_waiting(recv1);
+    const long raced = wakes_while_waiting(recv8);
+    std::cout << "[ info     ] other threads slept " << alone << " times during a " << kWaitUs / 1000
+              << " ms wait on the pair with one EP, " << raced << " times on the pair with " << kThreads << "\n";
+    for (DAT_EP_HANDLE ep : eps)
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    EXPECT_DAT_OK(dat_ep_free(one));
+    for (DAT_EVD_HANDLE evd : {req1, recv1, req8, recv8})
+        EXPECT_DAT_OK(dat_evd_free(evd));
+    if (alone > 100)
+        GTEST_SKIP() << "the IA's queues have no wait fd (its provider thread looked " << alone
+                     << " times during a " << kWaitUs / 1000 << " ms wait on an EVD of one EP): nothing to compare";
+    EXPECT_LE(raced, alone + 50) << "a wait on the EVDs of endpoints created at once is served by a provider thread "
+                                    "that keeps waking, not by the queues' wait fd";
+}
+
 // A byte an RDMA write places, read while the target only watches its
 // memory (dtest -W, ib_write_lat): nothing but the byte itself orders the
 // read after the provider's placement (a NIC's DMA on hardware, a provider
