@@ -7,8 +7,8 @@
 #include "log.hpp"
 
 #include <algorithm>
-#include <utility>
 #include <thread>
+#include <utility>
 
 namespace dat2::ofi {
 

@@ -636,19 +636,20 @@ int RdmTransport::progress_round() {
             const bool driven = driven_of(fep);
             look(fep.tx_q, driven);
             look(fep.rx_q, driven);
+            bool trywait_failed = false;
             for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
                 if (!q || !q->watch)
                     continue;
                 const bool want = busy && q->fd >= 0 && !q->keep_quiet;
-                if (arm_queue(*q, want && fd_wakes_ < kMaxFdWakes)) {
-                    for (RdmCq *other : {fep.tx_q, fep.rx_q})
-                        if (other && other->evd->inside.load(std::memory_order_relaxed) > 0)
-                            wake.push_back(other->evd);
-                }
+                trywait_failed = arm_queue(*q, want && fd_wakes_ < kMaxFdWakes) || trywait_failed;
                 // Left unarmed (wakes spent, or the provider busy): the
                 // next round comes within a millisecond, not a quiet one's.
                 rearm_soon = rearm_soon || (want && !q->armed);
             }
+            if (trywait_failed)
+                for (RdmCq *q : {fep.tx_q, fep.rx_q == fep.tx_q ? nullptr : fep.rx_q})
+                    if (q && q->evd->inside.load(std::memory_order_relaxed) > 0)
+                        wake.push_back(q->evd);
             // Landing counts only for a consumer asleep (below).
             if (busy && waiters && !driven && fep.rma_cntr) {
                 const std::uint64_t n = fi_cntr_read(fep.rma_cntr);
