@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -179,6 +181,22 @@ void EventLoop::post(Handler fn) {
 void EventLoop::sync() {
     std::unique_lock<std::mutex> lock(mu_);
     wait_not_running(lock, nullptr);
+}
+
+void EventLoop::call(Handler fn) {
+    if (on_loop_thread() || !thread_.joinable()) {
+        fn();
+        return;
+    }
+    // The promise lives in the posted handler, not on this stack: the caller
+    // returns as soon as it is set, while set_value() may still be running.
+    auto ran = std::make_shared<std::promise<void>>();
+    std::future<void> done = ran->get_future();
+    post([&fn, ran] {
+        fn();
+        ran->set_value();
+    });
+    done.wait();
 }
 
 // Waits while the loop runs the handler of `what` (any handler: nullptr).

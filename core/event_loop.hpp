@@ -75,6 +75,11 @@ public:
     // included), if any, has returned. No-op on the loop's own thread. The
     // caller holds no lock a handler may take.
     void sync();
+    // Runs `fn` on the loop and returns once it has run: work that must not
+    // interleave with the loop's handlers (at once on the loop's own thread,
+    // or when no loop thread runs). The caller holds no lock a handler may
+    // take.
+    void call(Handler fn);
     bool on_loop_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
 
     // Runs before every wait: work that must be redone until it reports

@@ -80,6 +80,7 @@ inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, voi
 
 struct OfiEp;
 struct OfiPsp;
+struct OfiRequest;
 
 // The libfabric domain of a protection zone (ofi_mr.cpp). A domain is the
 // scope of libfabric's memory keys: the target's endpoint looks a key up in
@@ -170,7 +171,12 @@ private:
     void handle_cm_error();
     // A request for qualifier `asked`, which shares the port of `opsp`'s
     // qualifier, is refused as if nobody listened; frees `info`. mu_ held.
-    void refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked);
+    void refuse(OfiPsp &opsp, fi_info *info, const char *why);
+    void request_answered(OfiRequest *req);
+    bool listener_done_locked(const OfiPsp &opsp) const;
+    void close_listener(OfiPsp *opsp);
+    void close_listener_on(std::uint16_t port);
+    static void ask_to_close_listeners_on(std::uint16_t port);
     void break_connection(std::uint64_t id); // ep_break, on the loop
     void disconnect_expired(std::uint64_t id);
 
@@ -384,10 +390,28 @@ struct OfiEp {
     int send_binds = 0;
 };
 
+// A PSP's listener. A freed PSP's stays open, refusing, until the linger
+// is over and the consumer has answered every request it was given
+// (dat_psp_free(3DAT): those stay valid): the provider may report a request
+// whose connection it accepted before the free, and a request can only be
+// answered through its listener.
 struct OfiPsp {
     kit::Psp *owner = nullptr;
     fid_pep *pep = nullptr;
-    DAT_CONN_QUAL conn_qual = 0; // requests naming another one are refused (refuse_other_qual)
+    DAT_CONN_QUAL conn_qual = 0; // requests naming another one are refused
+    std::uint16_t port = 0;
+    // Under mu_:
+    bool closing = false;     // freed: requests are refused
+    bool linger_over = false; // the linger timer has fired
+    bool close_posted = false;
+    int requests = 0; // handed to the kit, not answered yet
+    kit::EventLoop::Timer *linger = nullptr;
+};
+
+// A connection request handed to the kit (kit::Cr::tp).
+struct OfiRequest {
+    fi_info *info = nullptr;
+    OfiPsp *listener = nullptr;
 };
 
 // An RMR: a registration of its own of the bound range, in its PZ's

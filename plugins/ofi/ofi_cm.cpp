@@ -8,18 +8,30 @@
 #include "sockaddr.hpp"
 
 #include <arpa/inet.h>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace dat2::ofi {
 
 namespace {
 
 OfiEp &oep_of(kit::Ep &ep) { return *static_cast<OfiEp *>(ep.tp); }
+
+// How long a freed PSP's listener refuses requests before it closes
+// (psp_close): a request follows its connection within microseconds.
+constexpr auto kListenerLinger = std::chrono::milliseconds(200);
 
 // An EVD got another queue: a consumer asleep in dat_evd_wait looks again
 // (its fd is another now).
@@ -70,18 +82,36 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
         case FI_CONNREQ: {
             auto it = psps_.find(entry->fid);
             if (it == psps_.end()) {
-                fi_freeinfo(entry->info); // the PSP is going away
+                // Reported after its listener was closed: there is no
+                // listener left to answer it with.
+                DAT2_LOG(log::kGeneric, "%s: connection request for a listener already closed: not answered\n",
+                         name());
+                fi_freeinfo(entry->info);
                 return;
             }
             OfiPsp &opsp = *it->second;
-            if (framed && asked != opsp.conn_qual) {
-                refuse_other_qual(opsp, entry->info, asked);
+            if (opsp.closing) {
+                refuse(opsp, entry->info, "its PSP is being freed");
                 return;
             }
-            // psp_close() waits for this handler before the PSP goes.
+            if (framed && asked != opsp.conn_qual) {
+                char why[128];
+                std::snprintf(why, sizeof why, "it names qualifier %llu; port %u serves qualifier %llu, which shares it",
+                              static_cast<unsigned long long>(asked), unsigned(kit::port_of_qual(asked)),
+                              static_cast<unsigned long long>(opsp.conn_qual));
+                refuse(opsp, entry->info, why);
+                return;
+            }
+            auto *req = new (std::nothrow) OfiRequest{entry->info, &opsp};
+            if (!req) {
+                refuse(opsp, entry->info, "out of memory");
+                return;
+            }
+            ++opsp.requests;
+            // psp_close() runs on the loop: not before this handler returns.
             lock.unlock();
             const sockaddr *remote = static_cast<const sockaddr *>(entry->info->dest_addr);
-            kit::on_connection_request(*opsp.owner, entry->info, remote, pdata, pdata_len);
+            kit::on_connection_request(*opsp.owner, req, remote, pdata, pdata_len);
             return;
         }
         case FI_CONNECTED: {
@@ -306,8 +336,11 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
         DAT2_ERR("%s: fi_getinfo for a listener: %s\n", name(), fi_text(rc));
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
+    if (port)
+        ask_to_close_listeners_on(port);
     auto opsp = std::make_unique<OfiPsp>();
     opsp->owner = &psp;
+    opsp->port = port;
     const char *step = "fi_passive_ep";
     rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
     fi_freeinfo(pinfo);
@@ -344,40 +377,156 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
             *assigned = kit::port_of(bound);
         std::lock_guard<std::mutex> lock(mu_);
         opsp->conn_qual = *assigned;
+        opsp->port = static_cast<std::uint16_t>(*assigned);
     }
     tp = opsp.release();
     return DAT_SUCCESS;
 }
 
-void OfiTransport::refuse_other_qual(OfiPsp &opsp, fi_info *info, DAT_CONN_QUAL asked) {
-    DAT2_LOG(log::kGeneric,
-             "%s: connection request for qualifier %llu refused: port %u serves qualifier %llu, which shares it\n",
-             name(), static_cast<unsigned long long>(asked), unsigned(kit::port_of_qual(asked)),
-             static_cast<unsigned long long>(opsp.conn_qual));
-    // No CM data: the client sees what a port nobody listens on gives
-    // (NON_PEER_REJECTED, handle_cm_error); nobody listens on its qualifier.
+// No CM data: the client sees what a port nobody listens on gives
+// (NON_PEER_REJECTED, handle_cm_error), as nobody listens for it.
+void OfiTransport::refuse(OfiPsp &opsp, fi_info *info, const char *why) {
+    DAT2_LOG(log::kGeneric, "%s: connection request refused: %s\n", name(), why);
     if (int rc = fi_reject(opsp.pep, info->handle, nullptr, 0))
         DAT2_LOG(log::kGeneric, "%s: fi_reject: %s\n", name(), fi_text(rc));
     fi_freeinfo(info);
 }
 
+namespace {
+
+// Freed PSPs' listeners still open, of every IA of this process, by port: a
+// new listener on the port asks their IAs to close them.
+struct Lingering {
+    std::mutex mu;
+    std::multimap<std::uint16_t, OfiTransport *> by_port;
+};
+
+Lingering &lingering() {
+    static auto *l = new Lingering; // used by IAs closed at exit
+    return *l;
+}
+
+} // namespace
+
 void OfiTransport::psp_close(kit::Psp &psp) {
     auto *opsp = static_cast<OfiPsp *>(psp.tp);
     if (!opsp)
         return;
+    // On the loop: no request handler of this PSP is running, and none
+    // that would hand a request to the kit's PSP starts after this.
+    loop().call([this, opsp] {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            opsp->closing = true;
+            opsp->owner = nullptr;
+        }
+        {
+            std::lock_guard<std::mutex> lock(lingering().mu);
+            lingering().by_port.emplace(opsp->port, this);
+        }
+        opsp->linger = loop().timer([this, opsp] {
+            read_event_queue(); // requests already reported are refused while the listener can
+            bool done;
+            {
+                std::lock_guard<std::mutex> lock(mu_);
+                opsp->linger_over = true;
+                done = listener_done_locked(*opsp);
+                opsp->close_posted = done;
+            }
+            if (done)
+                close_listener(opsp);
+        });
+        loop().arm(opsp->linger, kit::Deadline::after(kListenerLinger));
+    });
+}
+
+bool OfiTransport::listener_done_locked(const OfiPsp &opsp) const {
+    return opsp.closing && opsp.linger_over && opsp.requests == 0 && !opsp.close_posted;
+}
+
+// The consumer answered a request (accepted, rejected, or its CR went away).
+void OfiTransport::request_answered(OfiRequest *req) {
+    OfiPsp *opsp = req->listener;
+    delete req;
+    std::lock_guard<std::mutex> lock(mu_);
+    --opsp->requests;
+    if (listener_done_locked(*opsp)) {
+        opsp->close_posted = true;
+        loop().post([this, opsp] { close_listener(opsp); });
+    }
+}
+
+// On the loop.
+void OfiTransport::close_listener(OfiPsp *opsp) {
+    loop().timer_free(opsp->linger);
+    {
+        std::lock_guard<std::mutex> lock(lingering().mu);
+        auto range = lingering().by_port.equal_range(opsp->port);
+        for (auto it = range.first; it != range.second; ++it)
+            if (it->second == this) {
+                lingering().by_port.erase(it);
+                break;
+            }
+    }
     {
         std::lock_guard<std::mutex> lock(mu_);
         psps_.erase(&opsp->pep->fid);
     }
-    loop().sync(); // a request handler that found it has returned
     fi_close(&opsp->pep->fid);
     delete opsp;
 }
 
+// On the loop: a new listener wants `port`. A freed PSP's listener on it
+// goes now, unless requests it gave the consumer are still unanswered.
+void OfiTransport::close_listener_on(std::uint16_t port) {
+    read_event_queue();
+    std::vector<OfiPsp *> go;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto &[f, opsp] : psps_) {
+            if (!opsp->closing || opsp->port != port || opsp->close_posted)
+                continue;
+            if (opsp->requests) {
+                DAT2_LOG(log::kGeneric, "%s: port %u still serves %d unanswered connection requests of a freed PSP\n",
+                         name(), unsigned(port), opsp->requests);
+                continue;
+            }
+            opsp->close_posted = true;
+            go.push_back(opsp);
+        }
+    }
+    for (OfiPsp *opsp : go)
+        close_listener(opsp);
+}
+
+// Asks every IA of this process whose freed PSP still listens on `port` to
+// close that listener, and waits until each has (or its IA went away).
+void OfiTransport::ask_to_close_listeners_on(std::uint16_t port) {
+    std::vector<std::future<void>> asked;
+    {
+        std::lock_guard<std::mutex> lock(lingering().mu);
+        auto range = lingering().by_port.equal_range(port);
+        for (auto it = range.first; it != range.second; ++it) {
+            OfiTransport *t = it->second;
+            auto done = std::make_shared<std::promise<void>>();
+            asked.push_back(done->get_future());
+            // A loop that stops first drops the handler, and the promise
+            // with it: the wait below ends then too.
+            t->loop().post([t, port, done] {
+                t->close_listener_on(port);
+                done->set_value();
+            });
+        }
+    }
+    for (auto &f : asked)
+        f.wait_for(std::chrono::seconds(5));
+}
+
 DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) {
-    auto *info = static_cast<fi_info *>(cr.tp);
-    if (!info)
+    auto *req = static_cast<OfiRequest *>(cr.tp);
+    if (!req)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
+    fi_info *info = req->info;
     unsigned char buf[512];
     std::size_t len = frame_cm_data(kCmAccept, pdata, pdata_len, buf);
     OfiEp &oep = oep_of(ep);
@@ -402,23 +551,25 @@ DAT_RETURN OfiTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
         }
     }
     fi_freeinfo(info);
+    request_answered(req);
     return DAT_SUCCESS;
 }
 
 DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) {
-    auto *info = static_cast<fi_info *>(cr.tp);
-    if (!info)
+    auto *req = static_cast<OfiRequest *>(cr.tp);
+    if (!req)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[512];
     std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
-    if (auto *opsp = cr.psp ? static_cast<OfiPsp *>(cr.psp->tp) : nullptr) {
-        if (int rc = fi_reject(opsp->pep, info->handle, buf, len)) {
-            DAT2_ERR("%s: fi_reject: %s\n", name(), fi_text(rc));
-            r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
-        }
+    // Through the listener it came to, which stays open until this answer
+    // even if its PSP was freed or the CR handed to another one.
+    if (int rc = fi_reject(req->listener->pep, req->info->handle, buf, len)) {
+        DAT2_ERR("%s: fi_reject: %s\n", name(), fi_text(rc));
+        r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    fi_freeinfo(info);
+    fi_freeinfo(req->info);
+    request_answered(req);
     return r;
 }
 

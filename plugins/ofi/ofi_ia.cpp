@@ -244,6 +244,13 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
 // The loop has stopped (kit::Ia's destructor): no handler runs.
 OfiTransport::~OfiTransport() {
     loop().unwatch(eq_watch_);
+    // The loop has stopped: freed PSPs' listeners still open go now, and
+    // nobody is left to be told of a request.
+    std::vector<OfiPsp *> lingering;
+    for (auto &[f, opsp] : psps_)
+        lingering.push_back(opsp);
+    for (OfiPsp *opsp : lingering)
+        close_listener(opsp);
     if (base_.null_cq)
         fi_close(&base_.null_cq->fid);
     if (eq_)

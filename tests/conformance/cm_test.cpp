@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <thread>
 #include <vector>
 
 using namespace conformance;
@@ -114,6 +115,84 @@ TEST_P(CmTest, PspOnFixedQualifierDeliversRequestsAndFreedPspRejectsLikeNoListen
     EXPECT_TRUE(no_event(server.cr_evd));
     EXPECT_EQ(ep_state(ep2), DAT_EP_STATE_DISCONNECTED);
     EXPECT_DAT_OK(dat_ep_free(ep2));
+}
+
+// dat_psp_free(3DAT): the free "shall have no effect on previously
+// generated Connection Requested Events", Connection Request instances
+// included: a request the consumer got before the free can still be
+// rejected (the requester hears PEER_REJECTED) or accepted.
+TEST_P(CmTest, RequestsGivenBeforeTheirPspWasFreedCanStillBeRejectedAndAccepted) {
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE p = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &p));
+    DAT_EP_HANDLE refused = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&refused, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(connect_ep(refused, server_addr.ptr(), q));
+    DAT_CR_HANDLE first = server_wait_cr();
+    ASSERT_NE(first, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));
+    DAT_CR_HANDLE second = server_wait_cr();
+    ASSERT_NE(second, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_psp_free(p));
+
+    ASSERT_DAT_OK(dat_cr_reject(first, 0, nullptr));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
+    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, refused);
+    EXPECT_DAT_OK(dat_ep_free(refused));
+
+    ASSERT_DAT_OK(dat_cr_accept(second, server.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client, DAT_CLOSE_GRACEFUL_FLAG));
+}
+
+// A request that reaches the server while its PSP is being freed: the
+// provider has reported it, the consumer has not seen it. The requester must
+// hear at once, not at its timeout: dat_psp_free(3DAT) rejects later
+// requests like a qualifier nobody listens on, and a request the consumer
+// did get is the consumer's to reject. The free follows the connect after a
+// delay that varies, so that some requests fall between the two.
+TEST_P(CmTest, RequestArrivingWhilePspIsFreedIsAnsweredBeforeItsTimeout) {
+    constexpr DAT_TIMEOUT connect_timeout_us = 60'000'000;
+    constexpr auto answer_within = std::chrono::seconds(5);
+    int rejected_by_consumer = 0;
+    for (int round = 0; round < 40; ++round) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        DAT_CONN_QUAL q = 0;
+        DAT_PSP_HANDLE p = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &p));
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&ep, client.recv_evd, client.req_evd, client.conn_evd));
+        ASSERT_DAT_OK(connect_ep(ep, server_addr.ptr(), q, connect_timeout_us));
+        const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(40 * (round % 10));
+        while (std::chrono::steady_clock::now() < spin_until) {
+        }
+        ASSERT_DAT_OK(dat_psp_free(p));
+        DAT_EVENT ev{};
+        bool answered = false;
+        const auto give_up = std::chrono::steady_clock::now() + answer_within;
+        while (!answered && std::chrono::steady_clock::now() < give_up) {
+            DAT_EVENT cr_ev{};
+            if (dat_evd_dequeue(server.cr_evd, &cr_ev) == DAT_SUCCESS) {
+                ASSERT_EQ(cr_ev.event_number, DAT_CONNECTION_REQUEST_EVENT);
+                ASSERT_DAT_OK(dat_cr_reject(cr_ev.event_data.cr_arrival_event_data.cr_handle, 0, nullptr));
+                ++rejected_by_consumer;
+            }
+            if (dat_evd_dequeue(client.conn_evd, &ev) == DAT_SUCCESS)
+                answered = true;
+            else
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ASSERT_TRUE(answered) << "no answer to the request within 5 s of the PSP's free";
+        EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, ep);
+        EXPECT_TRUE(ev.event_number == DAT_CONNECTION_EVENT_NON_PEER_REJECTED ||
+                    ev.event_number == DAT_CONNECTION_EVENT_PEER_REJECTED)
+            << "event " << ev.event_number;
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    }
+    EXPECT_TRUE(no_event(server.cr_evd));
+    RecordProperty("rejected_by_consumer", rejected_by_consumer);
 }
 
 // ---- connection requests and private data ---------------------------------------
