@@ -1,6 +1,7 @@
 #!/bin/bash
-# hydra's launcher-exec for the netns checks of mvapich2.sh, standing in for
-# ssh: hydra runs it as
+# The launcher of the netns checks (hydra's -launcher-exec in mvapich2.sh,
+# Open MPI's orte_rsh_agent in openmpi-1.6.5-udapl.sh), standing in for ssh:
+# they run it as
 #
 #   netns-launcher.sh <host> <command words...>
 #

@@ -2,25 +2,34 @@
 # Open MPI 1.6.5 (../shared/clients), its udapl BTL unmodified, built against
 # our include/dat and libdat.so.1 (a DAT 1.2 consumer) once per machine by
 # build-openmpi.sh (cached outside the clone by content hash); then, with 2
-# ranks on this host, judged by their output:
+# ranks, judged by their output:
 #   ring_c                   over btl udapl: every rank reports its exit
 #   osu_latency, osu_bw      over btl udapl, then over Open MPI's own tcp
-#                            BTL on loopback in the same run: every size
-#                            row in order, each figure finite and above 0
+#                            BTL in the same run: every size row in order,
+#                            each figure finite and above 0
 # and a table of udapl/tcp ratios (latency: udapl over tcp, lower is
 # better; bandwidth: udapl over tcp, higher is better).
 #
-#   openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name]
+#   openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name] [local|netns]
 #
-# The IA comes from <lib dir>/dat.conf (the build's generated one;
-# DAT_OVERRIDE), ofi-tcp unless named. Each run has a time limit
-# (DAT2_MPI_TIMEOUT seconds, 900). Exit 0 when every check passed.
-# DAT2_OPENMPI_PREFIX names an Open MPI 1.6.5 built the same way elsewhere
-# (its tests/ holding ring_c, osu_latency and osu_bw) instead of the cache.
+# local (the default): both ranks on this host, the IA from <lib dir>/dat.conf
+# (the build's generated one; DAT_OVERRIDE), ofi-tcp unless named, the tcp
+# BTL on loopback. netns: one rank in each of two network namespaces joined
+# by a veth pair, mpirun's remote daemon started through netns-launcher.sh
+# (as through ssh), each rank with a dat.conf whose IA (provider tcp) serves
+# on its namespace's address, both BTLs on the veth; osu_latency over udapl
+# must move over 1000 packets across it. Root only (exit 77 otherwise).
+# Each run has a time limit (DAT2_MPI_TIMEOUT seconds, 900). Exit 0 when
+# every check passed. DAT2_OPENMPI_PREFIX names an Open MPI 1.6.5 built the
+# same way elsewhere (its tests/ holding ring_c, osu_latency and osu_bw)
+# instead of the cache.
 set -u
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-libdir=$(cd "${1:?usage: openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name]}" && pwd) || exit 1
+libdir=$(cd "${1:?usage: openmpi-1.6.5-udapl.sh <lib dir holding libdat.so> [ia_name] [local|netns]}" && pwd) ||
+    exit 1
 ia=${2:-ofi-tcp}
+where=${3:-local}
+case "$where" in local | netns) ;; *) echo "FAIL: where must be local or netns, not '$where'"; exit 1 ;; esac
 limit=${DAT2_MPI_TIMEOUT:-900}
 out=$(mktemp -d "${TMPDIR:-/tmp}/openmpi-udapl.XXXXXX")
 fail=0
@@ -39,13 +48,39 @@ grep -q "libdat.so.1 => $libdir/libdat.so.1" "$out/ldd" && ok "libmpi loads $lib
 
 udapl=(--mca btl udapl,self --mca btl_udapl_if_include "$ia")
 tcp=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+launch=() wrap=()
+if [ "$where" = netns ]; then
+    . "$here/../peers/lib.sh" # veth_hosts, skip
+    ns_s=om_s$$ ns_c=om_c$$ addr_s=10.234.0.1 addr_c=10.234.0.2 ifname=omnet
+    veth_ns_s= veth_ns_c= veth_if_s=
+    trap veth_remove EXIT
+    veth_hosts "$ns_s" "$ns_c" oms$$ omc$$ "$addr_s" "$addr_c"
+    # The ends renamed alike: Open MPI's interface options name one interface.
+    for side in s c; do
+        eval ns=\$ns_$side a=\$addr_$side
+        ip -n "$ns" link set "om$side$$" down && ip -n "$ns" link set "om$side$$" name $ifname &&
+            ip -n "$ns" link set $ifname up || { echo "FAIL: cannot rename the veth end in $ns"; exit 1; }
+        echo "$ia u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=tcp address=$a\" \"\"" \
+            >"$out/dat_$ns.conf"
+    done
+    # Each rank takes the dat.conf of the namespace it runs in.
+    printf '#!/bin/sh\nDAT_OVERRIDE=%s/dat_$(ip netns identify $$).conf exec "$@"\n' "$out" >"$out/wrap.sh"
+    chmod +x "$out/wrap.sh"
+    printf '%s slots=1\n%s slots=1\n' "$addr_s" "$addr_c" >"$out/hosts"
+    export DAT2_NETNS_HOSTS="$addr_s=$ns_s $addr_c=$ns_c" # netns-launcher.sh's map
+    hosts=(--hostfile "$out/hosts" --mca orte_rsh_agent "$here/netns-launcher.sh" --mca oob_tcp_if_include $ifname)
+    udapl+=("${hosts[@]}")
+    tcp=(--mca btl tcp,self --mca btl_tcp_if_include $ifname "${hosts[@]}")
+    launch=(ip netns exec "$ns_s") wrap=("$out/wrap.sh")
+fi
+veth_rx() { ip -n "$ns_s" -s link show $ifname | awk '/RX:/ { getline; print $2; exit }'; }
 # run NAME BTL-ARGS... -- PROGRAM: mpirun with 2 ranks, output kept in $out/NAME.
 run() {
     local name=$1; shift
     local args=() t0=$(date +%s%N) rc
     while [ "$1" != -- ]; do args+=("$1"); shift; done; shift
-    echo "+ mpirun -np 2 ${args[*]} $*"
-    timeout -k 10 "$limit" "$prefix/bin/mpirun" -np 2 "${args[@]}" "$@" >"$out/$name" 2>&1
+    echo "+ ${launch[*]} mpirun -np 2 ${args[*]} ${wrap[*]} $*"
+    timeout -k 10 "$limit" "${launch[@]}" "$prefix/bin/mpirun" -np 2 "${args[@]}" "${wrap[@]}" "$@" >"$out/$name" 2>&1
     rc=$?
     cat "$out/$name"
     echo "($name: exit $rc, $(( ($(date +%s%N) - t0) / 1000000 )) ms)"
@@ -80,12 +115,18 @@ for prog in osu_latency osu_bw; do
     first=0; [ $prog = osu_bw ] && first=1
     for btl in udapl tcp; do
         declare -n args=$btl
+        [ "$where" = netns ] && rx0=$(veth_rx)
         if run "$prog.$btl" "${args[@]}" -- "$prefix/tests/$prog" && clean "$prog.$btl" && judge "$prog.$btl" $first; then
             ok "$prog over $btl: every size, figures finite and above 0"
         else
             bad "$prog over $btl"
         fi
         unset -n args
+        if [ "$where" = netns ] && [ $prog = osu_latency ] && [ $btl = udapl ]; then
+            rx=$(($(veth_rx) - rx0))
+            [ "$rx" -gt 1000 ] && ok "osu_latency over udapl: $rx packets crossed the veth pair" \
+                || bad "osu_latency over udapl: only $rx packets crossed the veth pair"
+        fi
     done
 done
 
