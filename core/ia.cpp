@@ -68,10 +68,12 @@ std::size_t count_children(Ia &ia) {
 
 // Frees every child of the IA, dependents before what they depend on.
 void release_children(Ia &ia) {
-    static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_EP,
-                                            DAT_HANDLE_TYPE_PSP, DAT_HANDLE_TYPE_CSP, DAT_HANDLE_TYPE_SRQ,
-                                            DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_LMR, DAT_HANDLE_TYPE_EVD,
-                                            DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
+    // CRs twice: a request can reach a service point that is still open
+    // while the first ones go, and becomes a CR that must be answered too.
+    static const DAT_HANDLE_TYPE order[] = {DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_RSP, DAT_HANDLE_TYPE_PSP,
+                                            DAT_HANDLE_TYPE_CSP, DAT_HANDLE_TYPE_CR,  DAT_HANDLE_TYPE_EP,
+                                            DAT_HANDLE_TYPE_SRQ, DAT_HANDLE_TYPE_RMR, DAT_HANDLE_TYPE_LMR,
+                                            DAT_HANDLE_TYPE_EVD, DAT_HANDLE_TYPE_CNO, DAT_HANDLE_TYPE_PZ};
     for (DAT_HANDLE_TYPE type : order) {
         for (;;) {
             ObjectHeader *victim = nullptr;

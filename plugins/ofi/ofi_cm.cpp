@@ -425,7 +425,6 @@ void OfiTransport::psp_close(kit::Psp &psp) {
             lingering().by_port.emplace(opsp->port, this);
         }
         opsp->linger = loop().timer([this, opsp] {
-            read_event_queue(); // requests already reported are refused while the listener can
             bool done;
             {
                 std::lock_guard<std::mutex> lock(mu_);
@@ -456,7 +455,10 @@ void OfiTransport::request_answered(OfiRequest *req) {
     }
 }
 
-// On the loop.
+// On the loop (or once it has stopped), between two reads of the event
+// queue: what the provider reported is read, and a read would let it take
+// connections waiting for this listener that then outlive it unanswered
+// (closed with them still queued, it refuses them).
 void OfiTransport::close_listener(OfiPsp *opsp) {
     loop().timer_free(opsp->linger);
     {
@@ -479,7 +481,6 @@ void OfiTransport::close_listener(OfiPsp *opsp) {
 // On the loop: a new listener wants `port`. A freed PSP's listener on it
 // goes now, unless requests it gave the consumer are still unanswered.
 void OfiTransport::close_listener_on(std::uint16_t port) {
-    read_event_queue();
     std::vector<OfiPsp *> go;
     {
         std::lock_guard<std::mutex> lock(mu_);
@@ -510,8 +511,9 @@ void OfiTransport::ask_to_close_listeners_on(std::uint16_t port) {
             OfiTransport *t = it->second;
             auto done = std::make_shared<std::promise<void>>();
             asked.push_back(done->get_future());
-            // A loop that stops first drops the handler, and the promise
-            // with it: the wait below ends then too.
+            // A loop that has stopped never runs the handler; its
+            // destruction drops it, and the promise with it: the wait
+            // below ends then too.
             t->loop().post([t, port, done] {
                 t->close_listener_on(port);
                 done->set_value();
