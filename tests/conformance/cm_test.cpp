@@ -147,6 +147,39 @@ TEST_P(CmTest, RequestsGivenBeforeTheirPspWasFreedCanStillBeRejectedAndAccepted)
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client, DAT_CLOSE_GRACEFUL_FLAG));
 }
 
+// Once the requests of a freed PSP are answered, its qualifier is free at
+// once, in the same IA: a new PSP on it gets the next request.
+TEST_P(CmTest, QualifierOfAFreedPspWhoseRequestsWereAnsweredServesANewPspAtOnce) {
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE p = DAT_HANDLE_NULL;
+    DAT_RETURN r = DAT_CONN_QUAL_IN_USE;
+    for (int i = 0; i < 5 && DAT_GET_TYPE(r) == DAT_CONN_QUAL_IN_USE; ++i) {
+        q = unused_conn_qual();
+        r = dat_psp_create(server.ia.ia, q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &p);
+    }
+    ASSERT_DAT_OK(r);
+    DAT_EP_HANDLE refused = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&refused, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(connect_ep(refused, server_addr.ptr(), q));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_psp_free(p));
+    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
+    EXPECT_DAT_OK(dat_ep_free(refused));
+
+    DAT_PSP_HANDLE again = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create(server.ia.ia, q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &again));
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));
+    cr = server_wait_cr(&ev);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle, again);
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr));
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client, DAT_CLOSE_GRACEFUL_FLAG));
+    EXPECT_DAT_OK(dat_psp_free(again));
+}
+
 // A request that reaches the server while its PSP is being freed: the
 // provider has reported it, the consumer has not seen it. The requester must
 // hear at once, not at its timeout: dat_psp_free(3DAT) rejects later
