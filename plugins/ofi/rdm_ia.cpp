@@ -483,6 +483,7 @@ int RdmTransport::progress_round() {
     thread_local std::vector<kit::ConnectionReport> broken;
     thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
     bool busy = false, waiters = false, active = false, polled = false, landed = false, rearm_soon = false;
+    bool fdless_waiters = false; // a consumer waits on a queue its fd cannot tell it of
     // A round after a queue's fd woke the loop: work goes on (a write
     // stream to a target that only watches its memory completes nothing
     // there, and its rounds must not slow down).
@@ -581,6 +582,7 @@ int RdmTransport::progress_round() {
             polled = polled || q->consumer_polls;
             q->waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
             waiters = waiters || q->waiter;
+            fdless_waiters = fdless_waiters || (q->waiter && q->owner->wait_fd.load(std::memory_order_acquire) < 0);
             q->keep_quiet = q->consumer_polls || q->waiter;
         };
         // Looking drives the endpoints' progress (fi_cq_read), under the
@@ -705,7 +707,9 @@ int RdmTransport::progress_round() {
             return 0;
         spin_until_ns_ = 0;
     }
-    if (waiters)
+    // A consumer asleep on its queues' fd is woken by it: only one without
+    // an fd needs the rounds that look for it.
+    if (fdless_waiters)
         return 1;
     if (!busy)
         return -1;
