@@ -411,7 +411,7 @@ private:
     DAT_RETURN attach_peer(RdmEp &rep, const std::string &peer_name, std::uint64_t peer_tag, std::uint8_t peer_pz_tag);
     // Starts `rep`'s side of a connection (mu_ held): its shared libfabric
     // endpoint and a new tag.
-    DAT_RETURN prepare_data_path(RdmEp &rep);
+    DAT_RETURN prepare_data_path(RdmEp &rep, std::unique_lock<std::mutex> &lock);
     // A graceful disconnect whose requests are still in flight (the EP's timer).
     void graceful_check(std::uint64_t ep_id);
     // Sends the disconnect, ends the data path and detaches the side channel
@@ -433,7 +433,9 @@ private:
     void fail_accept_later(RdmEp &rep);
 
     // ---- endpoints (rdm_ep.cpp)
-    RdmFabricEp *fabric_ep_for(kit::Ep &ep);  // mu_ held; makes it if ensure_fabric_ep did not
+    // mu_ held by `lock`, released while another thread builds the pair's
+    // endpoint; makes it if ensure_fabric_ep did not.
+    RdmFabricEp *fabric_ep_for(kit::Ep &ep, std::unique_lock<std::mutex> &lock);
     DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
     std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown, bool mu_held);
     void wake_grown(kit::Evd *request, kit::Evd *recv);

@@ -126,9 +126,9 @@ void RdmTransport::send_disconnect(RdmEp &rep, RdmConn &c) {
     send_message(c, m);
 }
 
-DAT_RETURN RdmTransport::prepare_data_path(RdmEp &rep) {
+DAT_RETURN RdmTransport::prepare_data_path(RdmEp &rep, std::unique_lock<std::mutex> &lock) {
     if (!rep.fep)
-        rep.fep = fabric_ep_for(*rep.owner);
+        rep.fep = fabric_ep_for(*rep.owner, lock);
     if (!rep.fep)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     // A tag no earlier connection of this IA had: what is still in flight
@@ -164,7 +164,7 @@ DAT_RETURN RdmTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNREACHABLE);
     }
     std::unique_lock<std::mutex> lock(mu_);
-    if (DAT_RETURN r = prepare_data_path(rep)) {
+    if (DAT_RETURN r = prepare_data_path(rep, lock)) {
         ::close(fd);
         return r;
     }
@@ -665,6 +665,9 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
     {
         RdmConn *retire = nullptr;
         std::unique_lock<std::mutex> lock(mu_);
+        // First: it may release mu_, and the request may go meanwhile.
+        if (DAT_RETURN r = prepare_data_path(rep, lock))
+            return r;
         RdmConn *c = conn_by_id(id);
         if (!c || c->state != RdmConn::kRequested) {
             // The requester went away before the accept: dat_cr_accept(3DAT)'s
@@ -676,8 +679,6 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
             finish_retire(retire);
             return DAT_SUCCESS;
         }
-        if (DAT_RETURN r = prepare_data_path(rep))
-            return r;
         if (DAT_RETURN r = attach_peer(rep, c->peer_name, c->peer_tag, c->peer_pz_tag))
             return r;
         c->ep = &rep;

@@ -126,11 +126,14 @@ void RdmTransport::ep_reset(kit::Ep &ep) {
 
 // The libfabric endpoint of `ep`'s pair of EVDs in the domain of its PZ
 // (dat_ep_modify may have changed either since dat_ep_create).
-RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep) {
+RdmFabricEp *RdmTransport::fabric_ep_for(kit::Ep &ep, std::unique_lock<std::mutex> &lock) {
     RdmDomain *dom = domain_acquire(ep.pz);
     if (!dom)
         return nullptr;
     const FabricEpKey key{dom, ep.request_evd, ep.recv_evd};
+    // A dat_ep_create of the pair is building its endpoint: that one is
+    // waited for, as in ensure_fabric_ep.
+    building_done_.wait(lock, [&] { return !building_.count(key); });
     auto found = fabric_eps_.find(key);
     if (found != fabric_eps_.end()) {
         domain_release(dom);
@@ -226,7 +229,7 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
             fabric_eps_.emplace(key, std::move(fep));
             return DAT_SUCCESS;
         }
-        close_fep(*fep); // a connection of a modified EP made one meanwhile (fabric_ep_for)
+        close_fep(*fep); // cannot happen: fabric_ep_for waits for this build
     }
     domain_release(dom);
     return DAT_SUCCESS;

@@ -707,6 +707,67 @@ TEST_P(DtoTest, EndpointsCreatedAtOnceOnOneEvdPairLeaveItsWaitersAsleep) {
                                     "that keeps waking, not by the queues' wait fd";
 }
 
+// The same, when the pair's first EP is being created while an EP moved
+// onto the pair by dat_ep_modify connects: the connect needs the pair's
+// endpoint too, and must wait for the one being built rather than build one
+// beside it (one of the two would then be closed, taking the queues' fds).
+TEST_P(DtoTest, EndpointModifiedOntoAPairBeingCreatedConnectsAndLeavesItsWaitersAsleep) {
+    constexpr DAT_TIMEOUT kWaitUs = 300'000;
+    DAT_EVD_HANDLE req1 = DAT_HANDLE_NULL, recv1 = DAT_HANDLE_NULL, req2 = DAT_HANDLE_NULL, recv2 = DAT_HANDLE_NULL;
+    for (DAT_EVD_HANDLE *evd : {&req1, &recv1, &req2, &recv2})
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd));
+    DAT_EP_HANDLE one = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&one, recv1, req1, client.conn_evd));
+    DAT_EP_HANDLE moved = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&moved, client.recv_evd, client.req_evd, client.conn_evd));
+    DAT_EP_PARAM to{};
+    to.recv_evd_handle = recv2;
+    to.request_evd_handle = req2;
+    ASSERT_DAT_OK(dat_ep_modify(moved, DAT_EP_FIELD_RECV_EVD_HANDLE | DAT_EP_FIELD_REQUEST_EVD_HANDLE, &to));
+    DAT_EP_HANDLE created = DAT_HANDLE_NULL;
+    DAT_RETURN made = DAT_SUCCESS;
+    std::atomic<int> ready{0};
+    std::thread creator([&] {
+        ready.fetch_add(1);
+        while (ready.load() < 2)
+            std::this_thread::yield();
+        made = client.create_ep_on(&created, recv2, req2, client.conn_evd);
+    });
+    ready.fetch_add(1);
+    while (ready.load() < 2)
+        std::this_thread::yield();
+    const DAT_RETURN connected = connect_ep(moved, server_addr.ptr(), port);
+    creator.join();
+    ASSERT_DAT_OK(made);
+    ASSERT_DAT_OK(connected);
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    auto wakes_while_waiting = [&](DAT_EVD_HANDLE evd) {
+        const long before = sleeps_of_other_threads({self});
+        DAT_EVENT ev{};
+        DAT_COUNT nmore = 0;
+        const DAT_RETURN r = dat_evd_wait(evd, kWaitUs, 1, &ev, &nmore);
+        EXPECT_EQ(DAT_GET_TYPE(r), DAT_TIMEOUT_EXPIRED) << ret_text(r);
+        return sleeps_of_other_threads({self}) - before;
+    };
+    const long alone = wakes_while_waiting(recv1);
+    const long raced = wakes_while_waiting(recv2);
+    std::cout << "[ info     ] other threads slept " << alone << " times during a " << kWaitUs / 1000
+              << " ms wait on a pair with one EP, " << raced << " times on the pair of the two\n";
+    for (DAT_EP_HANDLE ep : {created, moved, one})
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    for (DAT_EVD_HANDLE evd : {req1, recv1, req2, recv2})
+        EXPECT_DAT_OK(dat_evd_free(evd));
+    if (alone > 100)
+        GTEST_SKIP() << "the IA's queues have no wait fd (its provider thread looked " << alone
+                     << " times during a " << kWaitUs / 1000 << " ms wait on an EVD of one EP): nothing to compare";
+    EXPECT_LE(raced, alone + 50) << "a wait on the EVDs of an endpoint created while another moved there connected "
+                                    "is served by a provider thread that keeps waking, not by the queues' wait fd";
+}
+
 // A byte an RDMA write places, read while the target only watches its
 // memory (dtest -W, ib_write_lat): nothing but the byte itself orders the
 // read after the provider's placement (a NIC's DMA on hardware, a provider
