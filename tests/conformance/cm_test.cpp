@@ -15,7 +15,30 @@ using namespace conformance;
 
 namespace {
 
-class CmTest : public ConnectedTest {};
+class CmTest : public ConnectedTest {
+protected:
+    // A client EP of its own that asks for `q`, and the server's CR of it
+    // (null on failure: the test failed).
+    DAT_CR_HANDLE request_from_new_ep(DAT_CONN_QUAL q, DAT_EP_HANDLE *ep) {
+        if (DAT_RETURN r = client.create_ep_on(ep, client.recv_evd, client.req_evd, client.conn_evd)) {
+            ADD_FAILURE() << "dat_ep_create: " << ret_text(r);
+            return DAT_HANDLE_NULL;
+        }
+        if (DAT_RETURN r = connect_ep(*ep, server_addr.ptr(), q)) {
+            ADD_FAILURE() << "dat_ep_connect: " << ret_text(r);
+            return DAT_HANDLE_NULL;
+        }
+        return server_wait_cr();
+    }
+    // Rejects `cr`; its requester, `ep`, hears PEER_REJECTED and is freed.
+    void reject_and_free(DAT_CR_HANDLE cr, DAT_EP_HANDLE ep) {
+        ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
+        EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, ep);
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    }
+};
 
 std::vector<unsigned char> pdata(size_t n, unsigned char seed) {
     std::vector<unsigned char> v(n);
@@ -126,21 +149,16 @@ TEST_P(CmTest, RequestsGivenBeforeTheirPspWasFreedCanStillBeRejectedAndAccepted)
     DAT_PSP_HANDLE p = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &p));
     DAT_EP_HANDLE refused = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(client.create_ep_on(&refused, client.recv_evd, client.req_evd, client.conn_evd));
-    ASSERT_DAT_OK(connect_ep(refused, server_addr.ptr(), q));
-    DAT_CR_HANDLE first = server_wait_cr();
+    DAT_CR_HANDLE first = request_from_new_ep(q, &refused);
     ASSERT_NE(first, DAT_HANDLE_NULL);
     ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));
     DAT_CR_HANDLE second = server_wait_cr();
     ASSERT_NE(second, DAT_HANDLE_NULL);
     ASSERT_DAT_OK(dat_psp_free(p));
 
-    ASSERT_DAT_OK(dat_cr_reject(first, 0, nullptr));
-    DAT_EVENT ev{};
-    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
-    EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, refused);
-    EXPECT_DAT_OK(dat_ep_free(refused));
+    ASSERT_NO_FATAL_FAILURE(reject_and_free(first, refused));
 
+    DAT_EVENT ev{};
     ASSERT_DAT_OK(dat_cr_accept(second, server.ep, 0, nullptr));
     ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
     ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED, &ev));
@@ -159,16 +177,12 @@ TEST_P(CmTest, QualifierOfAFreedPspWhoseRequestsWereAnsweredServesANewPspAtOnce)
     }
     ASSERT_DAT_OK(r);
     DAT_EP_HANDLE refused = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(client.create_ep_on(&refused, client.recv_evd, client.req_evd, client.conn_evd));
-    ASSERT_DAT_OK(connect_ep(refused, server_addr.ptr(), q));
-    DAT_CR_HANDLE cr = server_wait_cr();
+    DAT_CR_HANDLE cr = request_from_new_ep(q, &refused);
     ASSERT_NE(cr, DAT_HANDLE_NULL);
     ASSERT_DAT_OK(dat_psp_free(p));
-    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
-    DAT_EVENT ev{};
-    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev));
-    EXPECT_DAT_OK(dat_ep_free(refused));
+    ASSERT_NO_FATAL_FAILURE(reject_and_free(cr, refused));
 
+    DAT_EVENT ev{};
     DAT_PSP_HANDLE again = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_psp_create(server.ia.ia, q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &again));
     ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));

@@ -654,6 +654,37 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
                         << "window fast enough to tell (the last: " << woken << " wakes, allowed " << allowed << ")";
 }
 
+namespace {
+
+constexpr DAT_TIMEOUT kWakeWaitUs = 300'000;
+
+// How many times the process's other threads slept during a dat_evd_wait
+// of kWakeWaitUs on `evd`, which nothing completes.
+long wakes_while_waiting(DAT_EVD_HANDLE evd) {
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    const long before = sleeps_of_other_threads({self});
+    DAT_EVENT ev{};
+    DAT_COUNT nmore = 0;
+    const DAT_RETURN r = dat_evd_wait(evd, kWakeWaitUs, 1, &ev, &nmore);
+    EXPECT_EQ(DAT_GET_TYPE(r), DAT_TIMEOUT_EXPIRED) << ret_text(r);
+    return sleeps_of_other_threads({self}) - before;
+}
+
+// The wait on the EVDs of `what` against the wait on a pair with a single
+// EP: a waiter sleeps on its queues' fd, not beside a provider thread that
+// looks every millisecond. Last in its test: it may skip.
+void judge_wakes(long alone, long raced, const char *what) {
+    std::cout << "[ info     ] other threads slept " << alone << " times during a " << kWakeWaitUs / 1000
+              << " ms wait on a pair with one EP, " << raced << " times on the pair of " << what << "\n";
+    if (alone > 100)
+        GTEST_SKIP() << "the IA's queues have no wait fd (its provider thread looked " << alone
+                     << " times during a " << kWakeWaitUs / 1000 << " ms wait on an EVD of one EP): nothing to compare";
+    EXPECT_LE(raced, alone + 50) << "a wait on the EVDs of " << what
+                                 << " is served by a provider thread that keeps waking, not by the queues' wait fd";
+}
+
+} // namespace
+
 // dat_ep_create from several threads at once on one pair of EVDs (dapltest
 // -T T's threads create theirs so). A consumer waiting on those EVDs must
 // still sleep on their queues' wait fd where the IA's queues have one, not
@@ -661,7 +692,6 @@ TEST_P(DtoTest, ProviderThreadsStayAsleepWhileBothSidesBusyPoll) {
 // against a wait on a pair with a single EP, on the same IA.
 TEST_P(DtoTest, EndpointsCreatedAtOnceOnOneEvdPairLeaveItsWaitersAsleep) {
     constexpr int kThreads = 8;
-    constexpr DAT_TIMEOUT kWaitUs = 300'000;
     DAT_EVD_HANDLE req1 = DAT_HANDLE_NULL, recv1 = DAT_HANDLE_NULL, req8 = DAT_HANDLE_NULL, recv8 = DAT_HANDLE_NULL;
     for (DAT_EVD_HANDLE *evd : {&req1, &recv1, &req8, &recv8})
         ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd));
@@ -682,29 +712,14 @@ TEST_P(DtoTest, EndpointsCreatedAtOnceOnOneEvdPairLeaveItsWaitersAsleep) {
         t.join();
     for (int i = 0; i < kThreads; ++i)
         ASSERT_EQ(made[i], DAT_SUCCESS) << "dat_ep_create in thread " << i << ": " << ret_text(made[i]);
-    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
-    auto wakes_while_waiting = [&](DAT_EVD_HANDLE evd) {
-        const long before = sleeps_of_other_threads({self});
-        DAT_EVENT ev{};
-        DAT_COUNT nmore = 0;
-        const DAT_RETURN r = dat_evd_wait(evd, kWaitUs, 1, &ev, &nmore);
-        EXPECT_EQ(DAT_GET_TYPE(r), DAT_TIMEOUT_EXPIRED) << ret_text(r);
-        return sleeps_of_other_threads({self}) - before;
-    };
     const long alone = wakes_while_waiting(recv1);
     const long raced = wakes_while_waiting(recv8);
-    std::cout << "[ info     ] other threads slept " << alone << " times during a " << kWaitUs / 1000
-              << " ms wait on the pair with one EP, " << raced << " times on the pair with " << kThreads << "\n";
     for (DAT_EP_HANDLE ep : eps)
         EXPECT_DAT_OK(dat_ep_free(ep));
     EXPECT_DAT_OK(dat_ep_free(one));
     for (DAT_EVD_HANDLE evd : {req1, recv1, req8, recv8})
         EXPECT_DAT_OK(dat_evd_free(evd));
-    if (alone > 100)
-        GTEST_SKIP() << "the IA's queues have no wait fd (its provider thread looked " << alone
-                     << " times during a " << kWaitUs / 1000 << " ms wait on an EVD of one EP): nothing to compare";
-    EXPECT_LE(raced, alone + 50) << "a wait on the EVDs of endpoints created at once is served by a provider thread "
-                                    "that keeps waking, not by the queues' wait fd";
+    judge_wakes(alone, raced, "endpoints created at once");
 }
 
 // The same, when the pair's first EP is being created while an EP moved
@@ -712,7 +727,6 @@ TEST_P(DtoTest, EndpointsCreatedAtOnceOnOneEvdPairLeaveItsWaitersAsleep) {
 // endpoint too, and must wait for the one being built rather than build one
 // beside it (one of the two would then be closed, taking the queues' fds).
 TEST_P(DtoTest, EndpointModifiedOntoAPairBeingCreatedConnectsAndLeavesItsWaitersAsleep) {
-    constexpr DAT_TIMEOUT kWaitUs = 300'000;
     DAT_EVD_HANDLE req1 = DAT_HANDLE_NULL, recv1 = DAT_HANDLE_NULL, req2 = DAT_HANDLE_NULL, recv2 = DAT_HANDLE_NULL;
     for (DAT_EVD_HANDLE *evd : {&req1, &recv1, &req2, &recv2})
         ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, evd));
@@ -744,28 +758,13 @@ TEST_P(DtoTest, EndpointModifiedOntoAPairBeingCreatedConnectsAndLeavesItsWaiters
     ASSERT_NE(cr, DAT_HANDLE_NULL);
     ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
     ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
-    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
-    auto wakes_while_waiting = [&](DAT_EVD_HANDLE evd) {
-        const long before = sleeps_of_other_threads({self});
-        DAT_EVENT ev{};
-        DAT_COUNT nmore = 0;
-        const DAT_RETURN r = dat_evd_wait(evd, kWaitUs, 1, &ev, &nmore);
-        EXPECT_EQ(DAT_GET_TYPE(r), DAT_TIMEOUT_EXPIRED) << ret_text(r);
-        return sleeps_of_other_threads({self}) - before;
-    };
     const long alone = wakes_while_waiting(recv1);
     const long raced = wakes_while_waiting(recv2);
-    std::cout << "[ info     ] other threads slept " << alone << " times during a " << kWaitUs / 1000
-              << " ms wait on a pair with one EP, " << raced << " times on the pair of the two\n";
     for (DAT_EP_HANDLE ep : {created, moved, one})
         EXPECT_DAT_OK(dat_ep_free(ep));
     for (DAT_EVD_HANDLE evd : {req1, recv1, req2, recv2})
         EXPECT_DAT_OK(dat_evd_free(evd));
-    if (alone > 100)
-        GTEST_SKIP() << "the IA's queues have no wait fd (its provider thread looked " << alone
-                     << " times during a " << kWaitUs / 1000 << " ms wait on an EVD of one EP): nothing to compare";
-    EXPECT_LE(raced, alone + 50) << "a wait on the EVDs of an endpoint created while another moved there connected "
-                                    "is served by a provider thread that keeps waking, not by the queues' wait fd";
+    judge_wakes(alone, raced, "an endpoint created while another moved there connected");
 }
 
 // A byte an RDMA write places, read while the target only watches its
