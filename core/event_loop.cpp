@@ -188,15 +188,19 @@ void EventLoop::call(Handler fn) {
         fn();
         return;
     }
-    // The promise lives in the posted handler, not on this stack: the caller
-    // returns as soon as it is set, while set_value() may still be running.
+    submit([&fn] { fn(); }).wait();
+}
+
+std::future<void> EventLoop::submit(Handler fn) {
+    // The promise lives in the posted handler, not with the caller, who may
+    // return as soon as it is set, while set_value() is still running.
     auto ran = std::make_shared<std::promise<void>>();
     std::future<void> done = ran->get_future();
-    post([&fn, ran] {
+    post([fn = std::move(fn), ran] {
         fn();
         ran->set_value();
     });
-    done.wait();
+    return done;
 }
 
 // Waits while the loop runs the handler of `what` (any handler: nullptr).

@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <set>
 #include <string>
@@ -70,6 +71,9 @@ public:
     // Runs `fn` on the loop soon (in posting order). Used where a caller
     // may not block or take the transport's lock (inside kit callbacks).
     void post(Handler fn);
+    // post(), and a future that is ready once `fn` has run, or once the loop
+    // was destroyed without running it (its promise then breaks).
+    std::future<void> submit(Handler fn);
 
     // Returns once the handler the loop is running now (the idle hook
     // included), if any, has returned. No-op on the loop's own thread. The

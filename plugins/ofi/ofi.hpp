@@ -169,8 +169,8 @@ private:
     void read_event_queue();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);
     void handle_cm_error();
-    // A request for qualifier `asked`, which shares the port of `opsp`'s
-    // qualifier, is refused as if nobody listened; frees `info`. mu_ held.
+    // Refuses a request as if nobody listened (NON_PEER_REJECTED), saying
+    // why in the log; frees `info`. mu_ held.
     void refuse(OfiPsp &opsp, fi_info *info, const char *why);
     void request_answered(OfiRequest *req);
     bool listener_done_locked(const OfiPsp &opsp) const;

@@ -455,10 +455,10 @@ void OfiTransport::request_answered(OfiRequest *req) {
     }
 }
 
-// On the loop (or once it has stopped), between two reads of the event
-// queue: what the provider reported is read, and a read would let it take
-// connections waiting for this listener that then outlive it unanswered
-// (closed with them still queued, it refuses them).
+// On the loop (or once it has stopped). Without reading the event queue
+// first: a read lets the provider accept connections still queued for this
+// listener, which would then outlive it unanswered; closed with them
+// queued, the kernel refuses them.
 void OfiTransport::close_listener(OfiPsp *opsp) {
     loop().timer_free(opsp->linger);
     {
@@ -507,18 +507,10 @@ void OfiTransport::ask_to_close_listeners_on(std::uint16_t port) {
     {
         std::lock_guard<std::mutex> lock(lingering().mu);
         auto range = lingering().by_port.equal_range(port);
-        for (auto it = range.first; it != range.second; ++it) {
-            OfiTransport *t = it->second;
-            auto done = std::make_shared<std::promise<void>>();
-            asked.push_back(done->get_future());
-            // A loop that has stopped never runs the handler; its
-            // destruction drops it, and the promise with it: the wait
-            // below ends then too.
-            t->loop().post([t, port, done] {
-                t->close_listener_on(port);
-                done->set_value();
-            });
-        }
+        // A loop that has stopped never runs the handler; the wait below
+        // ends when its destruction drops it.
+        for (auto it = range.first; it != range.second; ++it)
+            asked.push_back(it->second->loop().submit([t = it->second, port] { t->close_listener_on(port); }));
     }
     for (auto &f : asked)
         f.wait_for(std::chrono::seconds(5));

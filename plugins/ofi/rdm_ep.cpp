@@ -192,28 +192,20 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
         }
         building_.insert(key);
     }
-    // Whatever way this returns (a throw included), the waiters are told.
+    // Whatever way this returns (a throw included), the waiters are told,
+    // after the endpoint is in the table.
     struct Building {
         RdmTransport &t;
         const FabricEpKey &key;
-        bool told = false;
-        void done() { // mu_ held
+        ~Building() {
+            std::lock_guard<std::mutex> lock(t.mu_);
             t.building_.erase(key);
             t.building_done_.notify_all();
-            told = true;
-        }
-        ~Building() {
-            if (!told) {
-                std::lock_guard<std::mutex> lock(t.mu_);
-                done();
-            }
         }
     } building{*this, key};
     bool grown = false;
     std::unique_ptr<RdmFabricEp> fep = make_fabric_ep(ep, *dom, grown, false);
     if (!fep) {
-        std::lock_guard<std::mutex> lock(mu_);
-        building.done();
         domain_release(dom);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     }
@@ -222,16 +214,10 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
             if (evd)
                 kit::evd_wake(*evd);
     }
-    {
-        std::lock_guard<std::mutex> lock(mu_);
-        building.done();
-        if (!fabric_eps_.count(key)) {
-            fabric_eps_.emplace(key, std::move(fep));
-            return DAT_SUCCESS;
-        }
-        close_fep(*fep); // cannot happen: fabric_ep_for waits for this build
-    }
-    domain_release(dom);
+    // Nobody else made one meanwhile: every other maker of the pair's
+    // endpoint waits for this build.
+    std::lock_guard<std::mutex> lock(mu_);
+    fabric_eps_.emplace(key, std::move(fep));
     return DAT_SUCCESS;
 }
 
