@@ -115,10 +115,9 @@ else
     [ "$ranks" = 2 ] || fail "netns checks run 2 ranks, one per namespace"
     ns_s=mv2_s$$ ns_c=mv2_c$$ addr_s=10.233.0.1 addr_c=10.233.0.2 ifname=mv2net
     veth_hosts "$ns_s" "$ns_c" mv2s$$ mv2c$$ "$addr_s" "$addr_c"
+    veth_rename $ifname
     for side in s c; do
-        eval ns=\$ns_$side a=\$addr_$side
-        ip -n "$ns" link set "mv2$side$$" down && ip -n "$ns" link set "mv2$side$$" name $ifname &&
-            ip -n "$ns" link set $ifname up || fail "cannot rename the veth end in $ns"
+        eval a=\$addr_$side
         echo "$ia u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=tcp address=$a\" \"\"" >"$tmp/dat_$side.conf"
     done
     # netns-launcher.sh finds a host's namespace here, and checks it owns the address.
@@ -185,7 +184,7 @@ else
 fi
 if [ "$where" = netns ]; then
     # The ranks' traffic crossed the veth pair.
-    pkts=$(ip -n "$ns_s" -s link show $ifname | awk '/RX:/ { getline; print $2; exit }')
+    pkts=$(rx_packets "$ns_s" $ifname)
     [ "${pkts:-0}" -gt 1000 ] || verdict "only ${pkts:-0} packets arrived on $ifname in $ns_s"
     echo "ok: $pkts packets arrived on $ifname in $ns_s"
 fi

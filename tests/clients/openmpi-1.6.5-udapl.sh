@@ -52,14 +52,11 @@ launch=() wrap=()
 if [ "$where" = netns ]; then
     . "$here/../peers/lib.sh" # veth_hosts, skip
     ns_s=om_s$$ ns_c=om_c$$ addr_s=10.234.0.1 addr_c=10.234.0.2 ifname=omnet
-    veth_ns_s= veth_ns_c= veth_if_s=
     trap veth_remove EXIT
     veth_hosts "$ns_s" "$ns_c" oms$$ omc$$ "$addr_s" "$addr_c"
-    # The ends renamed alike: Open MPI's interface options name one interface.
+    veth_rename $ifname # Open MPI's interface options name one interface
     for side in s c; do
         eval ns=\$ns_$side a=\$addr_$side
-        ip -n "$ns" link set "om$side$$" down && ip -n "$ns" link set "om$side$$" name $ifname &&
-            ip -n "$ns" link set $ifname up || { echo "FAIL: cannot rename the veth end in $ns"; exit 1; }
         echo "$ia u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 \"provider=tcp address=$a\" \"\"" \
             >"$out/dat_$ns.conf"
     done
@@ -73,7 +70,6 @@ if [ "$where" = netns ]; then
     tcp=(--mca btl tcp,self --mca btl_tcp_if_include $ifname "${hosts[@]}")
     launch=(ip netns exec "$ns_s") wrap=("$out/wrap.sh")
 fi
-veth_rx() { ip -n "$ns_s" -s link show $ifname | awk '/RX:/ { getline; print $2; exit }'; }
 # run NAME BTL-ARGS... -- PROGRAM: mpirun with 2 ranks, output kept in $out/NAME.
 run() {
     local name=$1; shift
@@ -115,7 +111,7 @@ for prog in osu_latency osu_bw; do
     first=0; [ $prog = osu_bw ] && first=1
     for btl in udapl tcp; do
         declare -n args=$btl
-        [ "$where" = netns ] && rx0=$(veth_rx)
+        [ "$where" = netns ] && rx0=$(rx_packets "$ns_s" $ifname)
         if run "$prog.$btl" "${args[@]}" -- "$prefix/tests/$prog" && clean "$prog.$btl" && judge "$prog.$btl" $first; then
             ok "$prog over $btl: every size, figures finite and above 0"
         else
@@ -123,7 +119,7 @@ for prog in osu_latency osu_bw; do
         fi
         unset -n args
         if [ "$where" = netns ] && [ $prog = osu_latency ] && [ $btl = udapl ]; then
-            rx=$(($(veth_rx) - rx0))
+            rx=$(($(rx_packets "$ns_s" $ifname) - rx0))
             [ "$rx" -gt 1000 ] && ok "osu_latency over udapl: $rx packets crossed the veth pair" \
                 || bad "osu_latency over udapl: only $rx packets crossed the veth pair"
         fi

@@ -285,6 +285,16 @@ DAT_RETURN query_ia(DAT_IA_HANDLE ia, DAT_IA_ATTR *ia_attr, DAT_PROVIDER_ATTR *p
                         prov_attr ? DAT_PROVIDER_FIELD_ALL : DAT_PROVIDER_FIELD_NONE, prov_attr);
 }
 
+std::map<std::string, std::string> provider_attrs(DAT_IA_HANDLE ia) {
+    IaAttributes a;
+    std::map<std::string, std::string> out;
+    EXPECT_DAT_OK(a.query(ia));
+    const DAT_PROVIDER_ATTR &p = a.provider();
+    for (DAT_COUNT i = 0; i < p.num_provider_specific_attr; ++i)
+        out[p.provider_specific_attr[i].name] = p.provider_specific_attr[i].value;
+    return out;
+}
+
 DAT_EP_ATTR query_ep_attr(DAT_EP_HANDLE ep) {
     DAT_EP_PARAM p{};
     // A failed query must not pass for an Endpoint with zero limits (a test

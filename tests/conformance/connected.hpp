@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,8 @@ DAT_EP_STATE ep_state(DAT_EP_HANDLE ep); // via dat_ep_get_status
 ::testing::AssertionResult ep_state_becomes(DAT_EP_HANDLE ep, DAT_EP_STATE want,
                                             DAT_TIMEOUT timeout_us = kEventTimeoutUs);
 DAT_RETURN query_ia(DAT_IA_HANDLE ia, DAT_IA_ATTR *ia_attr, DAT_PROVIDER_ATTR *prov_attr);
+// The provider-specific attributes of `ia`, by name (a failed query fails the test).
+std::map<std::string, std::string> provider_attrs(DAT_IA_HANDLE ia);
 DAT_EP_ATTR query_ep_attr(DAT_EP_HANDLE ep);
 
 // Endpoint attributes the suites use: RC, 64 request and recv DTOs, up to

@@ -32,16 +32,6 @@ std::uint64_t &word_at(Buffer &b, size_t off) { return *reinterpret_cast<std::ui
 
 class ExtTest : public ConnectedTest {
 protected:
-    // The provider-specific attributes of `ia`, by name.
-    std::map<std::string, std::string> provider_attrs(DAT_IA_HANDLE ia) {
-        IaAttributes a;
-        std::map<std::string, std::string> out;
-        EXPECT_DAT_OK(a.query(ia));
-        const DAT_PROVIDER_ATTR &p = a.provider();
-        for (DAT_COUNT i = 0; i < p.num_provider_specific_attr; ++i)
-            out[p.provider_specific_attr[i].name] = p.provider_specific_attr[i].value;
-        return out;
-    }
     bool advertised(const char *name) { return provider_attrs(client.ia.ia)[name] == "TRUE"; }
 
     DAT_RETURN write_immed(DAT_EP_HANDLE ep, DAT_LMR_TRIPLET *local, DAT_COUNT n, const DAT_RMR_TRIPLET &remote,

@@ -124,7 +124,7 @@ bad_report() {
 # them (not root, no veth). Sets peers_extra_cleanup so that the EXIT trap
 # removes them (deleting a namespace deletes the veth end inside it, and so
 # the pair).
-veth_made_s= veth_made_c=
+veth_made_s= veth_made_c= veth_ns_s= veth_ns_c= veth_if_s= veth_if_c=
 veth_remove() {
     [ -n "$veth_made_s" ] && ip netns del "$veth_ns_s" 2>/dev/null
     [ -n "$veth_made_c" ] && ip netns del "$veth_ns_c" 2>/dev/null
@@ -149,3 +149,18 @@ veth_hosts() {
     ip -n "$veth_ns_s" link set "$veth_if_s" up && ip -n "$veth_ns_c" link set "$veth_if_c" up || fail "veth up"
     echo "namespaces $veth_ns_s ($veth_if_s $addr_s, server) and $veth_ns_c ($veth_if_c $addr_c, client)"
 }
+
+# veth_rename NAME: both ends of veth_hosts' pair renamed NAME, up. MPI
+# launchers hand the interface name given on the first host to every host.
+veth_rename() {
+    local side ns ifc
+    for side in s c; do
+        eval ns=\$veth_ns_$side ifc=\$veth_if_$side
+        ip -n "$ns" link set "$ifc" down && ip -n "$ns" link set "$ifc" name "$1" && ip -n "$ns" link set "$1" up ||
+            fail "cannot rename the veth end $ifc in $ns"
+        eval veth_if_$side=\$1
+    done
+}
+
+# rx_packets NS IF: how many packets interface IF of namespace NS received.
+rx_packets() { ip -n "$1" -s link show "$2" | awk '/RX:/ { getline; print $2; exit }'; }
