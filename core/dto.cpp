@@ -518,19 +518,46 @@ bool completes_implicitly(const Op &op) {
 // completed: the requests of its EP posted before it (Ep::post_mu made
 // that the queue's order) and still posted went out without a completion
 // of their own, and succeeded. Reported in order (silently: they were
-// suppressed), up to the first that is something else.
+// suppressed), up to the first that is something else. While nothing
+// failed and none of them has a held request behind it, their records go
+// back in one take of ops_mu: a consumer that suppresses its sends has one
+// of these for nearly every completion it reads.
 void report_implied_locked(Evd &evd, const Op &x) {
     Ep &ep = *x.ep;
     const std::size_t n = ep.req_ops.size();
+    Op *chain = nullptr;
+    int chained = 0;
     while (ep.req_report_rseq != x.rseq) {
         Op *op = __atomic_load_n(&ep.req_ops[ep.req_report_rseq & (n - 1)], __ATOMIC_ACQUIRE);
         if (!op || op->rseq != ep.req_report_rseq || !completes_implicitly(*op))
-            return;
+            break;
         std::uint8_t expected = Op::kPosted;
         if (!op->state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel))
-            return;
-        done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
+            break;
+        const std::uint64_t next = ep.req_report_rseq + 1;
+        const Op *behind = ep.req_held[next & (n - 1)];
+        if (ep.requests_failed || (behind && behind->rseq == next)) {
+            done_locked(evd, *op, DAT_DTO_SUCCESS, 0, false, false);
+            continue;
+        }
+        // done_locked's work for a suppressed success with nothing held
+        // behind it: no event, the next turn, the record back (below).
+        ep.req_report_rseq = next;
+        op->next_free = chain;
+        chain = op;
+        ++chained;
     }
+    if (!chain)
+        return;
+    std::lock_guard<Lock> lock(ep.ops_mu);
+    while (chain) {
+        Op *op = chain;
+        chain = op->next_free;
+        op->state.store(Op::kFree, std::memory_order_relaxed);
+        op->next_free = ep.free_requests;
+        ep.free_requests = op;
+    }
+    ep.requests_posted.fetch_sub(chained, std::memory_order_relaxed);
 }
 
 } // namespace

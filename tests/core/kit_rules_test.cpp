@@ -269,6 +269,32 @@ TEST_F(KitRules, WithInOrderRequestsACompletionStandsForTheSuppressedOnesBeforeI
     EXPECT_TRUE(side.requests_idle()) << "the suppressed requests' records came back with it";
 }
 
+TEST_F(KitRules, AfterAFailureTheSuppressedRequestsACompletionStandsForAreReportedFlushed) {
+    side.open("scripted-ordered");
+    side.connect();
+    ASSERT_OK(side.write(1));
+    ASSERT_OK(side.send(2, kSuppress));
+    ASSERT_OK(side.send(3));
+    side.script().complete(side.op(0), DAT_DTO_ERR_REMOTE_ACCESS);
+    side.script().complete(side.op(2));
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1, DAT_DTO_ERR_REMOTE_ACCESS), dto(2, DAT_DTO_ERR_FLUSHED),
+                                                dto(3, DAT_DTO_ERR_FLUSHED)}));
+    EXPECT_TRUE(side.requests_idle());
+}
+
+TEST_F(KitRules, ARefusedPostAmongSuppressedOnesDoesNotHoldBackTheCompletionStandingForThem) {
+    side.open("scripted-ordered");
+    side.connect();
+    ASSERT_OK(side.send(1, kSuppress));
+    side.script().fail_next_post(DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    EXPECT_EQ(side.send(2, kSuppress), DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    ASSERT_OK(side.send(3, kSuppress));
+    ASSERT_OK(side.send(4));
+    side.script().complete(side.op(2)); // the transport's third post is request 4
+    EXPECT_EQ(side.events(), std::vector<Seen>{dto(4)});
+    EXPECT_TRUE(side.requests_idle());
+}
+
 TEST_F(KitRules, WithoutInOrderRequestsACompletionStandsOnlyForItself) {
     side.open("scripted");
     side.connect();
