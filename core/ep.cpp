@@ -344,6 +344,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
                 return r;
             normalize_attr(a);
         }
+        if (pz != ep->pz || evds[0] != ep->recv_evd || evds[1] != ep->request_evd)
+            ++ep->rebinds;
         detach(*ep);
         ep->pz = pz;
         ep->recv_evd = evds[0];

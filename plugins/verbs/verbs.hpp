@@ -261,8 +261,8 @@ struct VerbsEp {
     ibv_qp *qp = nullptr;
     // What the QP was built for: dat_ep_modify may change them while the EP
     // is unconnected and idle, and the QP is rebuilt then.
-    kit::Evd *qp_request_evd = nullptr, *qp_recv_evd = nullptr;
-    kit::Pz *qp_pz = nullptr;
+    kit::Pz *qp_pz = nullptr;     // the PZ whose PD the QP holds
+    std::uint32_t qp_rebinds = 0; // kit::Ep::rebinds when the QP was built
     VerbsCq *send_cq = nullptr, *recv_cq = nullptr;
     CqPart *send_part = nullptr, *recv_part = nullptr; // the CQs of send_cq and recv_cq the QP uses
     std::vector<std::uint32_t> qp_nums;                // its entries in qp_eps_ (one per QP it had)
@@ -327,12 +327,10 @@ struct Request {
     bool gone = false; // the requester gave up (REJECTED or error before the accept)
 };
 
-// Whether the EP's QP was built for its current EVDs, PZ and SRQ (a
-// dat_ep_modify since changes them).
+// Whether the EP's QP was built for its current EVDs and PZ (a
+// dat_ep_modify since changes them; the SRQ is fixed at creation).
 inline bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
-    const kit::Ep &ep = *vep.owner;
-    return vep.qp && vep.qp_request_evd == ep.request_evd && vep.qp_recv_evd == ep.recv_evd && vep.qp_pz == ep.pz &&
-           vep.qp->srq == (ep.srq ? static_cast<ibv_srq *>(ep.srq->tp) : nullptr);
+    return vep.qp && vep.qp_rebinds == vep.owner->rebinds;
 }
 
 } // namespace dat2::verbs

@@ -95,8 +95,7 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         qp_eps_[qp->qp_num] = &ep;
         vep.qp_nums.push_back(qp->qp_num);
     }
-    vep.qp_request_evd = ep.request_evd;
-    vep.qp_recv_evd = ep.recv_evd;
+    vep.qp_rebinds = ep.rebinds;
     vep.qp_pz = ep.pz;
     vep.send_cq = scq;
     vep.recv_cq = rcq;
@@ -291,11 +290,18 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
         wr.num_sge = nsegs;
         rc = ibv_post_recv(qp, &wr, &bad);
     } else {
-        ibv_send_wr wr{};
+        // Only what these opcodes read on an RC QP is set: zeroing the
+        // whole request (its UD, atomic, bind and TSO unions) cost more
+        // than building it.
+        ibv_send_wr wr;
         wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+        wr.next = nullptr;
         wr.sg_list = sge;
         wr.num_sge = nsegs;
         wr.send_flags = IBV_SEND_SIGNALED;
+        wr.imm_data = 0;
+        wr.wr.rdma.remote_addr = 0;
+        wr.wr.rdma.rkey = 0;
         switch (kind) {
         case kit::PostKind::kSend:
             wr.opcode = IBV_WR_SEND;
