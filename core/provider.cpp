@@ -259,3 +259,10 @@ const DAT_PROVIDER_INFO *provider_info(const DAT_PROVIDER *table) {
 }
 
 } // namespace dat2::kit
+
+// Every plugin built on the kit exports this (its version script): the
+// DTO post slots and dat_evd_dequeue above catch their own exceptions
+// (guarded()), and our registry then dispatches to them without a guard of
+// its own (registry/static_config.hpp, kGuardsDtoSlots). Other registries
+// never look for it.
+extern "C" __attribute__((visibility("default"))) const int dat2_provider_guards_dto_slots = 1;

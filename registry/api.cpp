@@ -46,6 +46,28 @@ inline DAT_RETURN call(const char *fn, const void *handle, DAT_RETURN_SUBTYPE in
     return guarded(fn, [&] { return f(args...); });
 }
 
+template <auto Slot, class... Args>
+__attribute__((noinline)) DAT_RETURN call_out_of_line(const char *fn, const void *handle, DAT_RETURN_SUBTYPE invalid,
+                                                      Args... args) noexcept {
+    return call<Slot>(fn, handle, invalid, args...);
+}
+
+// call() for the DTO posts and dat_evd_dequeue: the slots of a table whose
+// library guards them itself (g_guarded_first) are called as a tail call,
+// with no guard here; any other table goes through call(), out of line so
+// that this path saves no registers. Not noexcept: that would put a frame
+// around the tail call, and the slot it reaches lets no exception out.
+template <auto Slot, class... Args>
+inline DAT_RETURN call_dto(const char *fn, const void *handle, DAT_RETURN_SUBTYPE invalid, Args... args) {
+    if (reinterpret_cast<std::uintptr_t>(handle) >= kLowestObject) {
+        const DAT_PROVIDER *guarded_table = dat2::registry::g_guarded_first.load(std::memory_order_acquire);
+        const DAT_PROVIDER *p = provider_of(handle);
+        if (guarded_table && p == guarded_table && p->*Slot)
+            return (p->*Slot)(args...);
+    }
+    return call_out_of_line<Slot>(fn, handle, invalid, args...);
+}
+
 // Calls slot `Slot` with the provider's IA pointer in place of the consumer's
 // small-integer IA handle.
 template <auto Slot, class... Args> inline DAT_RETURN call_ia(const char *fn, DAT_IA_HANDLE ia, Args... args) noexcept {
@@ -218,7 +240,7 @@ DAT2_EXPORT DAT_RETURN dat_evd_post_se(DAT_EVD_HANDLE evd, const DAT_EVENT *even
 }
 
 DAT2_EXPORT DAT_RETURN dat_evd_dequeue(DAT_EVD_HANDLE evd, DAT_EVENT *event) {
-    return call<&P::evd_dequeue_func>(FN, evd, DAT_INVALID_HANDLE_EVD_REQUEST, evd, event);
+    return call_dto<&P::evd_dequeue_func>(FN, evd, DAT_INVALID_HANDLE_EVD_REQUEST, evd, event);
 }
 
 DAT2_EXPORT DAT_RETURN dat_evd_query(DAT_EVD_HANDLE evd, DAT_EVD_PARAM_MASK mask, DAT_EVD_PARAM *param) {
@@ -328,7 +350,7 @@ DAT2_EXPORT DAT_RETURN dat_ep_disconnect(DAT_EP_HANDLE ep, DAT_CLOSE_FLAGS flags
 
 DAT2_EXPORT DAT_RETURN dat_ep_post_send(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                         DAT_COMPLETION_FLAGS flags) {
-    return call<&P::ep_post_send_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, flags);
+    return call_dto<&P::ep_post_send_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, flags);
 }
 
 DAT2_EXPORT DAT_RETURN dat_ep_post_send_with_invalidate(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
@@ -340,12 +362,12 @@ DAT2_EXPORT DAT_RETURN dat_ep_post_send_with_invalidate(DAT_EP_HANDLE ep, DAT_CO
 
 DAT2_EXPORT DAT_RETURN dat_ep_post_recv(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                         DAT_COMPLETION_FLAGS flags) {
-    return call<&P::ep_post_recv_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, flags);
+    return call_dto<&P::ep_post_recv_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, flags);
 }
 
 DAT2_EXPORT DAT_RETURN dat_ep_post_rdma_read(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov, DAT_DTO_COOKIE cookie,
                                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
-    return call<&P::ep_post_rdma_read_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, remote, flags);
+    return call_dto<&P::ep_post_rdma_read_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, remote, flags);
 }
 
 DAT2_EXPORT DAT_RETURN dat_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep, const DAT_RMR_TRIPLET *local,
@@ -357,7 +379,7 @@ DAT2_EXPORT DAT_RETURN dat_ep_post_rdma_read_to_rmr(DAT_EP_HANDLE ep, const DAT_
 DAT2_EXPORT DAT_RETURN dat_ep_post_rdma_write(DAT_EP_HANDLE ep, DAT_COUNT n, DAT_LMR_TRIPLET *iov,
                                               DAT_DTO_COOKIE cookie, const DAT_RMR_TRIPLET *remote,
                                               DAT_COMPLETION_FLAGS flags) {
-    return call<&P::ep_post_rdma_write_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, remote, flags);
+    return call_dto<&P::ep_post_rdma_write_func>(FN, ep, DAT_INVALID_HANDLE_EP, ep, n, iov, cookie, remote, flags);
 }
 
 DAT2_EXPORT DAT_RETURN dat_ep_get_status(DAT_EP_HANDLE ep, DAT_EP_STATE *state, DAT_BOOLEAN *recv_idle,

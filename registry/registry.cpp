@@ -20,6 +20,7 @@ namespace dat2::registry {
 // Every provider table ever registered (registry.hpp).
 std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
 std::atomic<std::size_t> g_known_count{0};
+std::atomic<const DAT_PROVIDER *> g_guarded_first{nullptr};
 
 namespace {
 
@@ -280,6 +281,10 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
                 // Ownership by name, whichever thread the provider registered from.
                 if (!d->owner)
                     d->owner = &e;
+                if (e.library->guards_dto_slots) {
+                    const DAT_PROVIDER *none = nullptr;
+                    g_guarded_first.compare_exchange_strong(none, d->provider, std::memory_order_release);
+                }
                 take_reference(d);
                 return d;
             }

@@ -57,11 +57,17 @@ StaticConfig read_static_config(const std::string &libdat2_dir);
 std::string plugin_directory(const std::string &libdat2_dir);
 
 // A provider library loaded with Boost.DLL, unloaded when destroyed.
+// A provider library that exports this symbol promises that its DTO post
+// slots and dat_evd_dequeue never let an exception out (registry.hpp,
+// g_guarded_first). Our kit's plugins do (core/provider.cpp).
+inline constexpr const char kGuardsDtoSlots[] = "dat2_provider_guards_dto_slots";
+
 struct ProviderLibrary {
     boost::dll::shared_library library;
     DAT_PROVIDER_INIT_FUNC init = nullptr;
     DAT_PROVIDER_FINI_FUNC fini = nullptr;
-    std::string path; // the file actually loaded
+    bool guards_dto_slots = false; // it exports kGuardsDtoSlots (registry.hpp)
+    std::string path;              // the file actually loaded
 };
 
 // Loads a provider library and resolves dat_provider_init/fini. A relative
