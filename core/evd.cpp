@@ -7,6 +7,7 @@
 // Waiting blocks in poll() on the transport's completion fd and the EVD's
 // eventfd: no busy loop, and the timeout shrinks across wake-ups.
 #include "boundary.hpp"
+#include "consume.hpp"
 #include "ep.hpp"
 #include "slots.hpp"
 #include "wait.hpp"
@@ -91,7 +92,7 @@ __attribute__((always_inline)) inline void fill_locked(Evd &evd) {
         int n = evd.ia->transport->cq_read(evd, c, room);
         if (n <= 0)
             break;
-        dto_consume_locked(evd, c, n);
+        detail::consume_locked(evd, c, n);
         if (n < room)
             break; // a short read emptied the queue: a second poll (a syscall on tcp) would find nothing
     }
