@@ -43,7 +43,9 @@ public:
             return false;
         const std::uintptr_t off = addr - base_;
         const std::uint32_t slot = chunk_slot_[off >> kChunkShift].load(std::memory_order_acquire);
-        return slot != 0 && (off & (kChunkSize - 1)) % slot == 0;
+        // Slots are powers of two (kMinSlot << class) no larger than a chunk,
+        // and chunks start at multiples of kChunkSize: a mask, not a division.
+        return slot != 0 && (off & (slot - 1)) == 0;
     }
 
     std::size_t chunks_in_use() const noexcept;
