@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <dlfcn.h>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -685,6 +686,29 @@ TEST(HandleChecks, EmptyProviderSlotIsNotImplementedNotACrash) {
     } obj{&table};
     EXPECT_EQ(dat_ep_free(&obj), DAT_NOT_IMPLEMENTED);
     EXPECT_EQ(dat_extension_op(&obj, 1), DAT_NOT_IMPLEMENTED);
+    EXPECT_EQ(dat_registry_remove_provider(&table, &info), DAT_SUCCESS);
+}
+
+// The DTO posts and dat_evd_dequeue skip the registry's guard only for a
+// table whose library exports the kit's promise (dat2_provider_guards_dto_slots):
+// a table registered without it keeps the guard, and an exception from its
+// slot comes back as an error.
+TEST(HandleChecks, AnExceptionFromAPostOfAProviderWithoutThePromiseBecomesAnError) {
+    static DAT_PROVIDER table = make_dynamic_provider();
+    table.ep_post_send_func = [](DAT_EP_HANDLE, DAT_COUNT, DAT_LMR_TRIPLET *, DAT_DTO_COOKIE,
+                                 DAT_COMPLETION_FLAGS) -> DAT_RETURN { throw std::runtime_error("the post throws"); };
+    table.evd_dequeue_func = [](DAT_EVD_HANDLE, DAT_EVENT *) -> DAT_RETURN {
+        throw std::runtime_error("the dequeue throws");
+    };
+    DAT_PROVIDER_INFO info = dyn_info("dyn-throwing-dto");
+    ASSERT_EQ(dat_registry_add_provider(&table, &info), DAT_SUCCESS);
+    struct {
+        const DAT_PROVIDER *p;
+    } obj{&table};
+    EXPECT_EQ(dat_ep_post_send(&obj, 0, nullptr, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG),
+              DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    DAT_EVENT event;
+    EXPECT_EQ(dat_evd_dequeue(&obj, &event), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     EXPECT_EQ(dat_registry_remove_provider(&table, &info), DAT_SUCCESS);
 }
 
