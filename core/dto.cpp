@@ -122,9 +122,8 @@ void ep_transport_ready(Ep &ep) {
     for (Ep::PendingRecv &p : ep.pending_recvs) {
         // A receive the transport refuses now stays posted in the kit's
         // books and is flushed with the connection.
-        if (DAT_RETURN r =
-                ep.ia->transport->post(ep, PostKind::kRecv, *p.op, p.segs.data(), static_cast<int>(p.segs.size()),
-                                       nullptr, DAT_COMPLETION_DEFAULT_FLAG))
+        if (DAT_RETURN r = ep.ia->transport->post_recv(ep, *p.op, p.segs.data(), static_cast<int>(p.segs.size()),
+                                                       DAT_COMPLETION_DEFAULT_FLAG))
             DAT2_ERR("%s: EP %p: a receive posted before the connection was refused: 0x%x\n", ep.ia->name.c_str(),
                      (void *)&ep, r);
     }
@@ -272,8 +271,9 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
     }
     DAT_RETURN r = DAT_SUCCESS;
     if (!recv || ep->transport_ready.load(std::memory_order_acquire) || !hold_receive(*ep, *op, segs, nsegs))
-        r = ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
-                : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
+        r = recv  ? ep->ia->transport->post_recv(*ep, *op, segs, nsegs, flags)
+            : ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
+                  : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
     if (r != DAT_SUCCESS) {
         // The post failed: the record goes back (a request's turn in the
         // posting order passes without an event).

@@ -344,8 +344,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
                 return r;
             normalize_attr(a);
         }
-        if (pz != ep->pz || evds[0] != ep->recv_evd || evds[1] != ep->request_evd)
-            ++ep->rebinds;
+        const bool rebind = pz != ep->pz || evds[0] != ep->recv_evd || evds[1] != ep->request_evd;
         detach(*ep);
         ep->pz = pz;
         ep->recv_evd = evds[0];
@@ -358,6 +357,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         if (pz)
             pz->users.fetch_add(1);
         bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
+        if (rebind || resize)
+            ++ep->rebinds;
         ep->attr = a;
         count_notify_streams(*ep, +1);
         if (resize)

@@ -211,6 +211,10 @@ public:
     // transport reports it in the receive's Completion. Must not block.
     virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
+    // A receive: what post() does for kRecv, the call the kit makes for
+    // every receive. A call of its own: half of all posts are receives,
+    // and a receive needs neither a request's arguments nor its code.
+    virtual DAT_RETURN post_recv(Ep &ep, Op &op, const Segment *segs, int nsegs, DAT_COMPLETION_FLAGS flags) = 0;
     // Extended DTOs (dat_ib_extensions.h, core/ext.cpp) that caps.ext names,
     // checked like an RDMA write (kRdmaWriteImmed: `segs` the source, the
     // immediate data in op.immed) or an RDMA read (atomics: one 8-byte

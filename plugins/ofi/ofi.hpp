@@ -162,6 +162,8 @@ public:
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
     void cr_release(kit::Cr &cr) override;
 
+    DAT_RETURN post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                         DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
@@ -172,6 +174,7 @@ public:
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
 
 private:
+    DAT_RETURN post_failed(ssize_t rc); // out of line: the refusal of a post
     // ---- connections (ofi_cm.cpp); the event queue's handler runs on the loop
     void read_event_queue();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);

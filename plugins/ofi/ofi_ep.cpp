@@ -195,8 +195,36 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     return DAT_SUCCESS;
 }
 
+// A post libfabric refused: the queue full, or its error.
+DAT_RETURN OfiTransport::post_failed(ssize_t rc) {
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                   DAT_COMPLETION_FLAGS) {
+    fid_ep *fep = oep_of(ep).ep;
+    if (!fep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    to_iov(segs, nsegs, iov, desc);
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = static_cast<std::size_t>(nsegs);
+    msg.context = &op;
+    if (const ssize_t rc = fi_recvmsg(fep, &msg, FI_COMPLETION))
+        return post_failed(rc);
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
-                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    if (kind == kit::PostKind::kRecv)
+        return post_recv(ep, op, segs, nsegs, flags);
     fid_ep *fep = oep_of(ep).ep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
@@ -205,17 +233,12 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     to_iov(segs, nsegs, iov, desc);
     ssize_t rc;
     switch (kind) {
-    case kit::PostKind::kSend:
-    case kit::PostKind::kRecv: {
+    case kit::PostKind::kSend: {
         fi_msg msg{};
         msg.msg_iov = iov;
         msg.desc = desc;
         msg.iov_count = static_cast<std::size_t>(nsegs);
         msg.context = &op;
-        if (kind == kit::PostKind::kRecv) {
-            rc = fi_recvmsg(fep, &msg, FI_COMPLETION);
-            break;
-        }
         rc = fi_sendmsg(fep, &msg, FI_COMPLETION); // never with invalidate (caps)
         break;
     }
@@ -239,10 +262,7 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    if (rc == -FI_EAGAIN)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
-    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return post_failed(rc);
 }
 
 } // namespace dat2::ofi

@@ -374,12 +374,15 @@ public:
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
     void cr_release(kit::Cr &cr) override;
 
+    DAT_RETURN post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                         DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs, const DAT_RMR_TRIPLET &remote,
                         DAT_COMPLETION_FLAGS flags) override;
 
 private:
+    DAT_RETURN post_failed(RdmCtx &c, ssize_t rc); // out of line: the refusal of a post
     // ---- the side channel (rdm_cm.cpp); handlers run on the loop
     void listener_ready(RdmPsp *psp);
     void conn_ready(std::uint64_t id, std::uint32_t events);

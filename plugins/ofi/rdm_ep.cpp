@@ -653,8 +653,39 @@ void RdmTransport::drop_deferred(RdmEp &rep) {
     rep.has_deferred.store(false, std::memory_order_release);
 }
 
+// A post libfabric refused: its context back, the queue full or its error.
+DAT_RETURN RdmTransport::post_failed(RdmCtx &c, ssize_t rc) {
+    give_back_ctx(c);
+    if (rc == -FI_EAGAIN)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
+    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                   DAT_COMPLETION_FLAGS) {
+    RdmEp &rep = rep_of(ep);
+    RdmFabricEp *fep = rep.fep;
+    if (!fep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    RdmCtx *c = take_ctx(rep, op);
+    if (!c)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    fi_msg_tagged msg{iov, desc, count, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0, &c->part[0], 0};
+    c->recv_posted.store(true, std::memory_order_relaxed);
+    writes_memory(*c);
+    if (const ssize_t rc = post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); }))
+        return post_failed(*c, rc);
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
-                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    if (kind == kit::PostKind::kRecv)
+        return post_recv(ep, op, segs, nsegs, flags);
     RdmEp &rep = rep_of(ep);
     RdmFabricEp *fep = rep.fep;
     if (!fep)
@@ -670,12 +701,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     void *desc[kit::kMaxIov];
     const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
     ssize_t rc;
-    if (kind == kit::PostKind::kRecv) {
-        fi_msg_tagged msg{iov, desc, count, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0, &c->part[0], 0};
-        c->recv_posted.store(true, std::memory_order_relaxed);
-        writes_memory(*c);
-        rc = post_retrying(rep, [&] { return fi_trecvmsg(fep->ep, &msg, FI_COMPLETION); });
-    } else {
+    {
         rep.requests_out.fetch_add(1, std::memory_order_relaxed);
         std::uint64_t flags = FI_COMPLETION, data = 0;
         fi_rma_iov rma{};
@@ -729,11 +755,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    give_back_ctx(*c);
-    if (rc == -FI_EAGAIN)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
-    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return post_failed(*c, rc);
 }
 
 DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,

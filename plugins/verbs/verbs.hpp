@@ -140,6 +140,8 @@ public:
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
     void cr_release(kit::Cr &cr) override;
 
+    DAT_RETURN post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                         DAT_COMPLETION_FLAGS flags) override;
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
     // dat_ib_extensions.h: write with immediate data always, the 64-bit
@@ -185,6 +187,7 @@ private:
     DAT_RETURN build_qp(VerbsEp &vep); // mu_ held
     void destroy_qp(VerbsEp &vep);     // mu_ held
     inline bool qp_matches(const VerbsEp &vep) const; // below: on every receive's path
+    DAT_RETURN post_failed(ibv_qp *qp, int rc);        // out of line: the refusal of a post
     int move_qp(VerbsEp &vep, rdma_cm_id *id, ibv_qp_state state, int rd_atomic);
     void qp_error(VerbsEp &vep);
     ibv_pd *pd_acquire(kit::Pz *pz);
@@ -296,6 +299,7 @@ struct VerbsEp {
     // max_request_dtos / 2 in a row is signalled all the same, so that their
     // records come back to a consumer that never dequeues.
     int unsignaled_run = 0;                          // under Ep::post_mu
+    int unsignaled_limit = 1;                        // max_request_dtos / 2 when the QP was built
     std::atomic<kit::Op *> last_unsignaled{nullptr}; // posted unsignalled, no signalled request after it
     std::atomic<kit::Op *> marker_last{nullptr};     // last_unsignaled when the marker was posted
 };

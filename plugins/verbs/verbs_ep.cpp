@@ -96,6 +96,7 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         vep.qp_nums.push_back(qp->qp_num);
     }
     vep.qp_rebinds = ep.rebinds;
+    vep.unsignaled_limit = std::max(1, ep.attr.max_request_dtos / 2);
     vep.qp_pz = ep.pz;
     vep.send_cq = scq;
     vep.recv_cq = rcq;
@@ -246,11 +247,11 @@ void VerbsTransport::ep_reset(kit::Ep &ep) {
 // (its completion will stand for it: the marker must not report it again).
 // On failure nothing changed. Inline: it is on every request's path, and a
 // call of its own costs as much as its work.
-static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool suppressed, int max_request_dtos,
-                                                              kit::Op &op, ibv_send_wr &wr) {
+static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool suppressed, kit::Op &op,
+                                                              ibv_send_wr &wr) {
     kit::Op *const last = vep.last_unsignaled.load(std::memory_order_relaxed);
     const int run = vep.unsignaled_run;
-    if (suppressed && run + 1 < std::max(1, max_request_dtos / 2)) {
+    if (suppressed && run + 1 < vep.unsignaled_limit) {
         wr.send_flags &= ~IBV_SEND_SIGNALED;
         vep.unsignaled_run = run + 1;
         vep.last_unsignaled.store(&op, std::memory_order_relaxed);
@@ -267,10 +268,18 @@ static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool
     return rc;
 }
 
-DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
-                                const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+// A post the device refused: the queue full, or its errno.
+DAT_RETURN VerbsTransport::post_failed(ibv_qp *qp, int rc) {
+    if (rc == ENOMEM)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
+    DAT2_ERR("%s: posting a DTO on QP %u: %s\n", name(), qp->qp_num, std::strerror(rc));
+    return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+DAT_RETURN VerbsTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                     DAT_COMPLETION_FLAGS) {
     VerbsEp &vep = vep_of(ep);
-    if (kind == kit::PostKind::kRecv && !qp_matches(vep)) {
+    if (!qp_matches(vep)) {
         // First post after dat_ep_modify changed the EP's EVDs or PZ.
         std::lock_guard<std::mutex> lock(mu_);
         if (!qp_matches(vep))
@@ -281,15 +290,29 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
     if (!qp)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[kit::kMaxIov];
+    to_sges(segs, nsegs, sge);
+    ibv_recv_wr wr, *bad = nullptr;
+    wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+    wr.next = nullptr;
+    wr.sg_list = sge;
+    wr.num_sge = nsegs;
+    if (const int rc = ibv_post_recv(qp, &wr, &bad))
+        return post_failed(qp, rc);
+    return DAT_SUCCESS;
+}
+
+DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
+                                const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
+    if (kind == kit::PostKind::kRecv)
+        return post_recv(ep, op, segs, nsegs, flags);
+    VerbsEp &vep = vep_of(ep);
+    ibv_qp *qp = vep.qp;
+    if (!qp)
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    ibv_sge sge[kit::kMaxIov];
     const std::uint64_t total = to_sges(segs, nsegs, sge);
     int rc;
-    if (kind == kit::PostKind::kRecv) {
-        ibv_recv_wr wr{}, *bad = nullptr;
-        wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
-        wr.sg_list = sge;
-        wr.num_sge = nsegs;
-        rc = ibv_post_recv(qp, &wr, &bad);
-    } else {
+    {
         // Only what these opcodes read on an RC QP is set: zeroing the
         // whole request (its UD, atomic, bind and TSO unions) cost more
         // than building it.
@@ -324,15 +347,11 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
             wr.send_flags |= IBV_SEND_INLINE;
         if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
             wr.send_flags |= IBV_SEND_FENCE;
-        rc = post_request(vep, (flags & DAT_COMPLETION_SUPPRESS_FLAG) && wr.opcode != IBV_WR_RDMA_READ,
-                          ep.attr.max_request_dtos, op, wr);
+        rc = post_request(vep, (flags & DAT_COMPLETION_SUPPRESS_FLAG) && wr.opcode != IBV_WR_RDMA_READ, op, wr);
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    if (rc == ENOMEM)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
-    DAT2_ERR("%s: posting a DTO on QP %u: %s\n", name(), qp->qp_num, std::strerror(rc));
-    return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return post_failed(qp, rc);
 }
 
 // dat_ib_post_rdma_write_immed, dat_ib_post_fetch_and_add and
@@ -377,7 +396,7 @@ DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment
     }
     if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
         wr.send_flags |= IBV_SEND_FENCE;
-    int rc = post_request(vep, false, ep.attr.max_request_dtos, op, wr); // signalled: clears last_unsignaled
+    int rc = post_request(vep, false, op, wr); // signalled: clears last_unsignaled
     if (rc == 0)
         return DAT_SUCCESS;
     if (rc == ENOMEM)

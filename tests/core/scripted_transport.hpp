@@ -103,6 +103,10 @@ public:
     void cr_release(kit::Cr &) override {}
     DAT_RETURN post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                     const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) override;
+    DAT_RETURN post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
+                         DAT_COMPLETION_FLAGS flags) override {
+        return post(ep, kit::PostKind::kRecv, op, segs, nsegs, nullptr, flags);
+    }
     DAT_RETURN srq_open(kit::Srq &, void *&tp) override;
     void srq_close(kit::Srq &srq) override;
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *, int) override;
