@@ -96,7 +96,8 @@ void OfiTransport::handle_cm_event(std::uint32_t event, void *buf, ssize_t len) 
             }
             if (framed && asked != opsp.conn_qual) {
                 char why[128];
-                std::snprintf(why, sizeof why, "it names qualifier %llu; port %u serves qualifier %llu, which shares it",
+                std::snprintf(why, sizeof why,
+                              "it names qualifier %llu; port %u serves qualifier %llu, which shares it",
                               static_cast<unsigned long long>(asked), unsigned(kit::port_of_qual(asked)),
                               static_cast<unsigned long long>(opsp.conn_qual));
                 refuse(opsp, entry->info, why);
