@@ -357,7 +357,10 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         if (pz)
             pz->users.fetch_add(1);
         bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
-        if (rebind || resize)
+        const DAT_EP_ATTR &was = ep->attr;
+        if (rebind || resize || a.max_recv_iov != was.max_recv_iov || a.max_request_iov != was.max_request_iov ||
+            a.max_rdma_read_iov != was.max_rdma_read_iov || a.max_rdma_write_iov != was.max_rdma_write_iov ||
+            a.max_rdma_read_in != was.max_rdma_read_in || a.max_rdma_read_out != was.max_rdma_read_out)
             ++ep->rebinds;
         ep->attr = a;
         count_notify_streams(*ep, +1);

@@ -252,8 +252,8 @@ struct Ep : ObjectHeader {
     Pz *pz = nullptr;
     Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
     // Counts the dat_ep_modify calls that changed pz, recv_evd, request_evd
-    // or the DTO counts: a transport that built queues for them compares one
-    // number per post.
+    // or the queues' sizes (DTOs, IOVs, RDMA reads): a transport that built
+    // queues for them compares one number per post.
     std::uint32_t rebinds = 0;
     bool connect_evd_foreign = false; // connect_evd belongs to another IA (ep.cpp)
     DAT_EP_ATTR attr{};

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <dlfcn.h>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -90,6 +91,27 @@ void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
         return; // beyond this, such handles are trusted as OFED trusts all
     g_known[n].store(p, std::memory_order_relaxed);
     g_known_count.store(n + 1, std::memory_order_release);
+}
+
+// Whether `table`'s DTO post slots and dat_evd_dequeue are code of the
+// object that defines `marker` (a library's kGuardsDtoSlots): its promise
+// covers them. A table another provider registered under the same name
+// meanwhile, or a marker found in a library's dependency, is not trusted.
+bool dto_slots_guarded_by(const DAT_PROVIDER *table, const void *marker) {
+    Dl_info where;
+    if (!marker || !dladdr(marker, &where))
+        return false;
+    const void *slots[] = {reinterpret_cast<const void *>(table->ep_post_send_func),
+                           reinterpret_cast<const void *>(table->ep_post_recv_func),
+                           reinterpret_cast<const void *>(table->ep_post_rdma_read_func),
+                           reinterpret_cast<const void *>(table->ep_post_rdma_write_func),
+                           reinterpret_cast<const void *>(table->evd_dequeue_func)};
+    for (const void *slot : slots) {
+        Dl_info info;
+        if (!slot || !dladdr(slot, &info) || info.dli_fbase != where.dli_fbase)
+            return false;
+    }
+    return true;
 }
 
 bool name_fits(const char *name) {
@@ -281,7 +303,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
                 // Ownership by name, whichever thread the provider registered from.
                 if (!d->owner)
                     d->owner = &e;
-                if (e.library->guards_dto_slots) {
+                if (dto_slots_guarded_by(d->provider, e.library->guards_dto_slots)) {
                     const DAT_PROVIDER *none = nullptr;
                     g_guarded_first.compare_exchange_strong(none, d->provider, std::memory_order_release);
                 }

@@ -213,7 +213,8 @@ std::unique_ptr<ProviderLibrary> load_provider_library(const std::string &librar
         }
     lib->init = &lib->library.get<void(const DAT_PROVIDER_INFO *, const char *)>(DAT_PROVIDER_INIT_FUNC_STR);
     lib->fini = &lib->library.get<void(const DAT_PROVIDER_INFO *)>(DAT_PROVIDER_FINI_FUNC_STR);
-    lib->guards_dto_slots = lib->library.has(kGuardsDtoSlots);
+    if (lib->library.has(kGuardsDtoSlots))
+        lib->guards_dto_slots = &lib->library.get<const int>(kGuardsDtoSlots);
     lib->path = path;
     return lib;
 }

@@ -66,8 +66,8 @@ struct ProviderLibrary {
     boost::dll::shared_library library;
     DAT_PROVIDER_INIT_FUNC init = nullptr;
     DAT_PROVIDER_FINI_FUNC fini = nullptr;
-    bool guards_dto_slots = false; // it exports kGuardsDtoSlots (registry.hpp)
-    std::string path;              // the file actually loaded
+    const void *guards_dto_slots = nullptr; // its kGuardsDtoSlots symbol, if it exports one
+    std::string path;                       // the file actually loaded
 };
 
 // Loads a provider library and resolves dat_provider_init/fini. A relative

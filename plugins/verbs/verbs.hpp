@@ -272,7 +272,9 @@ struct VerbsEp {
     // What the QP was built for: dat_ep_modify may change them while the EP
     // is unconnected and idle, and the QP is rebuilt then.
     kit::Pz *qp_pz = nullptr;     // the PZ whose PD the QP holds
-    std::uint32_t qp_rebinds = 0; // kit::Ep::rebinds when the QP was built
+    // kit::Ep::rebinds when the QP was built; stored after `qp` (release),
+    // loaded before it (acquire): a poster that sees the count sees the QP.
+    std::atomic<std::uint32_t> qp_rebinds{0};
     VerbsCq *send_cq = nullptr, *recv_cq = nullptr;
     CqPart *send_part = nullptr, *recv_part = nullptr; // the CQs of send_cq and recv_cq the QP uses
     std::vector<std::uint32_t> qp_nums;                // its entries in qp_eps_ (one per QP it had)
@@ -341,7 +343,7 @@ struct Request {
 // Whether the EP's QP was built for its current EVDs and PZ (a
 // dat_ep_modify since changes them; the SRQ is fixed at creation).
 inline bool VerbsTransport::qp_matches(const VerbsEp &vep) const {
-    return vep.qp && vep.qp_rebinds == vep.owner->rebinds;
+    return vep.qp_rebinds.load(std::memory_order_acquire) == vep.owner->rebinds && vep.qp;
 }
 
 } // namespace dat2::verbs

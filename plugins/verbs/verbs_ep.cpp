@@ -95,7 +95,6 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         qp_eps_[qp->qp_num] = &ep;
         vep.qp_nums.push_back(qp->qp_num);
     }
-    vep.qp_rebinds = ep.rebinds;
     vep.unsignaled_limit = std::max(1, ep.attr.max_request_dtos / 2);
     vep.qp_pz = ep.pz;
     vep.send_cq = scq;
@@ -109,6 +108,7 @@ DAT_RETURN VerbsTransport::build_qp(VerbsEp &vep) {
         std::clamp(std::min(ep.attr.max_rdma_read_in, dev_attr_.max_qp_rd_atom), 0, UINT8_MAX));
     vep.initiator_depth = static_cast<std::uint8_t>(
         std::clamp(std::min(ep.attr.max_rdma_read_out, dev_attr_.max_qp_init_rd_atom), 0, UINT8_MAX));
+    vep.qp_rebinds.store(ep.rebinds, std::memory_order_release); // last: the QP is ready for posters
     return DAT_SUCCESS;
 }
 
