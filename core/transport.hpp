@@ -204,16 +204,16 @@ public:
     virtual void cr_release(Cr &cr) = 0;
 
     // ---- data transfer ---------------------------------------------------------
-    // Posts a DTO the kit has checked (segments resolved, lengths within the
-    // remote triplet). Ep::post_mu is held for requests when
+    // Posts a request (never a kRecv: post_recv) the kit has checked (segments
+    // resolved, lengths within the remote triplet). Ep::post_mu is held when
     // requests_in_order. A kSend with `remote` is a send with invalidate of
     // remote->rmr_context (only with send_with_invalidate); the peer's
     // transport reports it in the receive's Completion. Must not block.
     virtual DAT_RETURN post(Ep &ep, PostKind kind, Op &op, const Segment *segs, int nsegs,
                             const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) = 0;
-    // A receive: what post() does for kRecv, the call the kit makes for
-    // every receive. A call of its own: half of all posts are receives,
-    // and a receive needs neither a request's arguments nor its code.
+    // A receive, checked like a request. A call of its own: half of all
+    // posts are receives, and a receive needs neither a request's arguments
+    // nor its code.
     virtual DAT_RETURN post_recv(Ep &ep, Op &op, const Segment *segs, int nsegs, DAT_COMPLETION_FLAGS flags) = 0;
     // Extended DTOs (dat_ib_extensions.h, core/ext.cpp) that caps.ext names,
     // checked like an RDMA write (kRdmaWriteImmed: `segs` the source, the

@@ -85,6 +85,20 @@ inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, voi
     return total;
 }
 
+// Posts a send or a receive of the kit's segments on `ep` (an endpoint, or
+// a shared receive context), its completion naming `op`.
+inline ssize_t post_msg(fid_ep *ep, bool recv, kit::Op &op, const kit::Segment *segs, int nsegs) {
+    iovec iov[kit::kMaxIov];
+    void *desc[kit::kMaxIov];
+    to_iov(segs, nsegs, iov, desc);
+    fi_msg msg{};
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = static_cast<std::size_t>(nsegs);
+    msg.context = &op;
+    return recv ? fi_recvmsg(ep, &msg, FI_COMPLETION) : fi_sendmsg(ep, &msg, FI_COMPLETION);
+}
+
 struct OfiEp;
 struct OfiPsp;
 struct OfiRequest;

@@ -208,41 +208,23 @@ DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     fid_ep *fep = oep_of(ep).ep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-    iovec iov[kit::kMaxIov];
-    void *desc[kit::kMaxIov];
-    to_iov(segs, nsegs, iov, desc);
-    fi_msg msg{};
-    msg.msg_iov = iov;
-    msg.desc = desc;
-    msg.iov_count = static_cast<std::size_t>(nsegs);
-    msg.context = &op;
-    if (const ssize_t rc = fi_recvmsg(fep, &msg, FI_COMPLETION))
+    if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
         return post_failed(rc);
     return DAT_SUCCESS;
 }
 
 DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
-                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
-    if (kind == kit::PostKind::kRecv)
-        return post_recv(ep, op, segs, nsegs, flags);
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
     fid_ep *fep = oep_of(ep).ep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-    iovec iov[kit::kMaxIov];
-    void *desc[kit::kMaxIov];
-    to_iov(segs, nsegs, iov, desc);
     ssize_t rc;
-    switch (kind) {
-    case kit::PostKind::kSend: {
-        fi_msg msg{};
-        msg.msg_iov = iov;
-        msg.desc = desc;
-        msg.iov_count = static_cast<std::size_t>(nsegs);
-        msg.context = &op;
-        rc = fi_sendmsg(fep, &msg, FI_COMPLETION); // never with invalidate (caps)
-        break;
-    }
-    default: {
+    if (kind == kit::PostKind::kSend) {
+        rc = post_msg(fep, false, op, segs, nsegs); // never with invalidate (caps)
+    } else {
+        iovec iov[kit::kMaxIov];
+        void *desc[kit::kMaxIov];
+        to_iov(segs, nsegs, iov, desc);
         fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
         fi_msg_rma msg{};
         msg.msg_iov = iov;
@@ -257,8 +239,6 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         // the IA says write_completion=transmit (write_flags()).
         rc = kind == kit::PostKind::kRdmaWrite ? fi_writemsg(fep, &msg, write_flags())
                                                : fi_readmsg(fep, &msg, FI_COMPLETION);
-        break;
-    }
     }
     if (rc == 0)
         return DAT_SUCCESS;

@@ -64,15 +64,7 @@ void OfiTransport::srq_close(kit::Srq &srq) {
 }
 
 DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
-    iovec iov[kit::kMaxIov];
-    void *desc[kit::kMaxIov];
-    to_iov(segs, nsegs, iov, desc);
-    fi_msg msg{};
-    msg.msg_iov = iov;
-    msg.desc = desc;
-    msg.iov_count = static_cast<std::size_t>(nsegs);
-    msg.context = &op;
-    ssize_t rc = fi_recvmsg(static_cast<OfiSrq *>(srq.tp)->srx, &msg, FI_COMPLETION);
+    ssize_t rc = post_msg(static_cast<OfiSrq *>(srq.tp)->srx, true, op, segs, nsegs);
     if (rc == 0)
         return DAT_SUCCESS;
     if (rc == -FI_EAGAIN)

@@ -383,6 +383,7 @@ public:
 
 private:
     DAT_RETURN post_failed(RdmCtx &c, ssize_t rc); // out of line: the refusal of a post
+    inline DAT_RETURN post_context(RdmEp &rep, kit::Op &op, RdmCtx *&c);
     // ---- the side channel (rdm_cm.cpp); handlers run on the loop
     void listener_ready(RdmPsp *psp);
     void conn_ready(std::uint64_t id, std::uint32_t events);

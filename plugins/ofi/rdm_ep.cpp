@@ -662,15 +662,23 @@ DAT_RETURN RdmTransport::post_failed(RdmCtx &c, ssize_t rc) {
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 
+// A post's start: the EP has its fabric endpoint, and `op` a context.
+__attribute__((always_inline)) inline DAT_RETURN RdmTransport::post_context(RdmEp &rep, kit::Op &op, RdmCtx *&c) {
+    if (!rep.fep)
+        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+    c = take_ctx(rep, op);
+    if (!c)
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    return DAT_SUCCESS;
+}
+
 DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                    DAT_COMPLETION_FLAGS) {
     RdmEp &rep = rep_of(ep);
+    RdmCtx *c;
+    if (DAT_RETURN r = post_context(rep, op, c))
+        return r;
     RdmFabricEp *fep = rep.fep;
-    if (!fep)
-        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-    RdmCtx *c = take_ctx(rep, op);
-    if (!c)
-        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
@@ -683,20 +691,15 @@ DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
 }
 
 DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
-                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
-    if (kind == kit::PostKind::kRecv)
-        return post_recv(ep, op, segs, nsegs, flags);
+                              const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
     RdmEp &rep = rep_of(ep);
-    RdmFabricEp *fep = rep.fep;
-    if (!fep)
-        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     std::uint64_t key = 0;
     if ((kind == kit::PostKind::kRdmaWrite || kind == kit::PostKind::kRdmaRead) &&
         !remote_key(rep, remote->rmr_context, key))
         return DAT_ERROR(DAT_PROTECTION_VIOLATION, 0);
-    RdmCtx *c = take_ctx(rep, op);
-    if (!c)
-        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    RdmCtx *c;
+    if (DAT_RETURN r = post_context(rep, op, c))
+        return r;
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     const std::size_t count = rdm_iov(segs, nsegs, iov, desc);

@@ -303,8 +303,6 @@ DAT_RETURN VerbsTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segmen
 
 DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                                 const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS flags) {
-    if (kind == kit::PostKind::kRecv)
-        return post_recv(ep, op, segs, nsegs, flags);
     VerbsEp &vep = vep_of(ep);
     ibv_qp *qp = vep.qp;
     if (!qp)
