@@ -37,9 +37,10 @@ inline constexpr std::size_t kMaxKnownProviders = 1024;
 extern std::atomic<const DAT_PROVIDER *> g_known[kMaxKnownProviders];
 extern std::atomic<std::size_t> g_known_count;
 // The first table registered by a provider library that exports
-// kGuardsDtoSlots (static_config.hpp): its DTO post slots and dat_evd_dequeue catch their own
-// exceptions, so dispatch calls them without a guard of its own, as a tail
-// call (a guard's frame cost as much as the dispatch). Set once, like g_known.
+// kGuardsDtoSlots (static_config.hpp): its DTO post slots and
+// dat_evd_dequeue catch their own exceptions, so dispatch calls them without
+// a guard of its own, which would keep the call from being a tail call.
+// Set once, like g_known.
 extern std::atomic<const DAT_PROVIDER *> g_guarded_first;
 // known_provider() beyond the first table (registry.cpp).
 bool known_provider_scan(const DAT_PROVIDER *p) noexcept;

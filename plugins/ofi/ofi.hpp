@@ -85,6 +85,10 @@ inline std::uint64_t to_iov(const kit::Segment *segs, int nsegs, iovec *iov, voi
     return total;
 }
 
+// A post libfabric refused: the queue full (-FI_EAGAIN), or an error that
+// is logged with `what` and the IA's name. Out of line: posts rarely fail.
+DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc);
+
 // Posts a send or a receive of the kit's segments on `ep` (an endpoint, or
 // a shared receive context), its completion naming `op`.
 inline ssize_t post_msg(fid_ep *ep, bool recv, kit::Op &op, const kit::Segment *segs, int nsegs) {
@@ -188,7 +192,6 @@ public:
     DAT_RETURN srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) override;
 
 private:
-    DAT_RETURN post_failed(ssize_t rc); // out of line: the refusal of a post
     // ---- connections (ofi_cm.cpp); the event queue's handler runs on the loop
     void read_event_queue();
     void handle_cm_event(std::uint32_t event, void *buf, ssize_t len);

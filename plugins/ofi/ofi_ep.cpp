@@ -195,11 +195,10 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     return DAT_SUCCESS;
 }
 
-// A post libfabric refused: the queue full, or its error.
-DAT_RETURN OfiTransport::post_failed(ssize_t rc) {
+DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc) {
     if (rc == -FI_EAGAIN)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
+    DAT2_ERR("%s: posting %s: %s\n", ia, what, fi_text(static_cast<int>(rc)));
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 
@@ -209,7 +208,7 @@ DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
-        return post_failed(rc);
+        return refused_post(name(), "a DTO", rc);
     return DAT_SUCCESS;
 }
 
@@ -242,7 +241,7 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    return post_failed(rc);
+    return refused_post(name(), "a DTO", rc);
 }
 
 } // namespace dat2::ofi

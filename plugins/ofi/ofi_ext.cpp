@@ -177,10 +177,7 @@ DAT_RETURN OfiTransport::post_atomic(OfiEp &oep, kit::Op &op, const kit::Segment
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    if (rc == -FI_EAGAIN)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting an atomic operation: %s\n", name(), fi_text(static_cast<int>(rc)));
-    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return refused_post(name(), "an atomic operation", rc);
 }
 
 } // namespace dat2::ofi

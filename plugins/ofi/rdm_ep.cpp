@@ -653,13 +653,10 @@ void RdmTransport::drop_deferred(RdmEp &rep) {
     rep.has_deferred.store(false, std::memory_order_release);
 }
 
-// A post libfabric refused: its context back, the queue full or its error.
+// A post libfabric refused: its context back, and the answer.
 DAT_RETURN RdmTransport::post_failed(RdmCtx &c, ssize_t rc) {
     give_back_ctx(c);
-    if (rc == -FI_EAGAIN)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting a DTO: %s\n", name(), fi_text(static_cast<int>(rc)));
-    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return refused_post(name(), "a DTO", rc);
 }
 
 // A post's start: the EP has its fabric endpoint, and `op` a context.
@@ -703,62 +700,59 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
-    ssize_t rc;
-    {
-        rep.requests_out.fetch_add(1, std::memory_order_relaxed);
-        std::uint64_t flags = FI_COMPLETION, data = 0;
-        fi_rma_iov rma{};
-        if (kind == kit::PostKind::kSend) {
-            if (remote) {
-                // Send with invalidate: the context travels as remote CQ data.
-                data = remote->rmr_context;
-                flags |= FI_REMOTE_CQ_DATA;
-            }
-            if (fence_after_write_ && rep.wrote) {
-                flags |= FI_FENCE;
-                rep.wrote = false;
-            }
-        } else {
-            rma = {remote->virtual_address, remote->segment_length, key};
-            rma_posted(rep);
-            if (kind == kit::PostKind::kRdmaWrite)
-                rep.wrote = true;
-            else
-                writes_memory(*c);
+    rep.requests_out.fetch_add(1, std::memory_order_relaxed);
+    std::uint64_t flags = FI_COMPLETION, data = 0;
+    fi_rma_iov rma{};
+    if (kind == kit::PostKind::kSend) {
+        if (remote) {
+            // Send with invalidate: the context travels as remote CQ data.
+            data = remote->rmr_context;
+            flags |= FI_REMOTE_CQ_DATA;
         }
-        auto record = [&] {
-            RdmDeferred d;
-            d.kind = kind;
-            d.ctx = c;
-            d.flags = flags;
-            d.data = data;
-            d.rma = rma;
-            d.nsegs = count;
-            std::copy(iov, iov + count, d.iov);
-            std::copy(desc, desc + count, d.desc);
-            return d;
-        };
-        if (rep.has_deferred.load(std::memory_order_acquire)) {
-            std::lock_guard<std::mutex> g(rep.defer_mu);
-            if (!drain_deferred(rep)) {
-                rep.deferred.push_back(record()); // behind the others: the loop goes on with them
-                return DAT_SUCCESS;
-            }
+        if (fence_after_write_ && rep.wrote) {
+            flags |= FI_FENCE;
+            rep.wrote = false;
         }
-        rc = post_retrying(
-            rep, [&] { return submit(rep, kind, *c, iov, desc, count, flags, data, &rma); });
-        if (rc == -FI_EAGAIN) {
-            defer(rep, record());
+    } else {
+        rma = {remote->virtual_address, remote->segment_length, key};
+        rma_posted(rep);
+        if (kind == kit::PostKind::kRdmaWrite)
+            rep.wrote = true;
+        else
+            writes_memory(*c);
+    }
+    auto record = [&] {
+        RdmDeferred d;
+        d.kind = kind;
+        d.ctx = c;
+        d.flags = flags;
+        d.data = data;
+        d.rma = rma;
+        d.nsegs = count;
+        std::copy(iov, iov + count, d.iov);
+        std::copy(desc, desc + count, d.desc);
+        return d;
+    };
+    if (rep.has_deferred.load(std::memory_order_acquire)) {
+        std::lock_guard<std::mutex> g(rep.defer_mu);
+        if (!drain_deferred(rep)) {
+            rep.deferred.push_back(record()); // behind the others: the loop goes on with them
             return DAT_SUCCESS;
         }
-        if (rc == 0 && kind == kit::PostKind::kSend)
-            rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
-        if (rc)
-            request_unposted(rep, kind);
     }
-    if (rc == 0)
+    const ssize_t rc =
+        post_retrying(rep, [&] { return submit(rep, kind, *c, iov, desc, count, flags, data, &rma); });
+    if (rc == -FI_EAGAIN) {
+        defer(rep, record());
         return DAT_SUCCESS;
-    return post_failed(*c, rc);
+    }
+    if (rc) {
+        request_unposted(rep, kind);
+        return post_failed(*c, rc);
+    }
+    if (kind == kit::PostKind::kSend)
+        rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
+    return DAT_SUCCESS;
 }
 
 DAT_RETURN RdmTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
@@ -876,10 +870,7 @@ DAT_RETURN RdmTransport::post_atomic(RdmEp &rep, RdmCtx &c, kit::Op &op, const k
     }
     if (rc == 0)
         return DAT_SUCCESS;
-    if (rc == -FI_EAGAIN)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
-    DAT2_ERR("%s: posting an atomic operation: %s\n", name(), fi_text(static_cast<int>(rc)));
-    return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    return refused_post(name(), "an atomic operation", rc);
 }
 
 } // namespace dat2::ofi

@@ -187,7 +187,7 @@ private:
     DAT_RETURN build_qp(VerbsEp &vep); // mu_ held
     void destroy_qp(VerbsEp &vep);     // mu_ held
     inline bool qp_matches(const VerbsEp &vep) const; // below: on every receive's path
-    DAT_RETURN post_failed(ibv_qp *qp, int rc);        // out of line: the refusal of a post
+    DAT_RETURN post_failed(ibv_qp *qp, const char *what, int rc); // out of line: posts rarely fail
     int move_qp(VerbsEp &vep, rdma_cm_id *id, ibv_qp_state state, int rd_atomic);
     void qp_error(VerbsEp &vep);
     ibv_pd *pd_acquire(kit::Pz *pz);

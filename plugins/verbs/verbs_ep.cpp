@@ -268,11 +268,12 @@ static inline __attribute__((always_inline)) int post_request(VerbsEp &vep, bool
     return rc;
 }
 
-// A post the device refused: the queue full, or its errno.
-DAT_RETURN VerbsTransport::post_failed(ibv_qp *qp, int rc) {
+// A post the device refused: the queue full (ENOMEM), or an errno that is
+// logged with `what`.
+DAT_RETURN VerbsTransport::post_failed(ibv_qp *qp, const char *what, int rc) {
     if (rc == ENOMEM)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
-    DAT2_ERR("%s: posting a DTO on QP %u: %s\n", name(), qp->qp_num, std::strerror(rc));
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    DAT2_ERR("%s: posting %s on QP %u: %s\n", name(), what, qp->qp_num, std::strerror(rc));
     return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }
 
@@ -280,7 +281,7 @@ DAT_RETURN VerbsTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segmen
                                      DAT_COMPLETION_FLAGS) {
     VerbsEp &vep = vep_of(ep);
     if (!qp_matches(vep)) {
-        // First post after dat_ep_modify changed the EP's EVDs or PZ.
+        // First post after dat_ep_modify changed the EP's EVDs, PZ or queue sizes.
         std::lock_guard<std::mutex> lock(mu_);
         if (!qp_matches(vep))
             if (DAT_RETURN r = build_qp(vep))
@@ -297,7 +298,7 @@ DAT_RETURN VerbsTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segmen
     wr.sg_list = sge;
     wr.num_sge = nsegs;
     if (const int rc = ibv_post_recv(qp, &wr, &bad))
-        return post_failed(qp, rc);
+        return post_failed(qp, "a DTO", rc);
     return DAT_SUCCESS;
 }
 
@@ -309,47 +310,43 @@ DAT_RETURN VerbsTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, co
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
     ibv_sge sge[kit::kMaxIov];
     const std::uint64_t total = to_sges(segs, nsegs, sge);
-    int rc;
-    {
-        // Only what these opcodes read on an RC QP is set: zeroing the
-        // whole request (its UD, atomic, bind and TSO unions) cost more
-        // than building it.
-        ibv_send_wr wr;
-        wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
-        wr.next = nullptr;
-        wr.sg_list = sge;
-        wr.num_sge = nsegs;
-        wr.send_flags = IBV_SEND_SIGNALED;
-        wr.imm_data = 0;
-        wr.wr.rdma.remote_addr = 0;
-        wr.wr.rdma.rkey = 0;
-        switch (kind) {
-        case kit::PostKind::kSend:
-            wr.opcode = IBV_WR_SEND;
-            if (remote) {
-                // dat_ep_post_send_with_invalidate: the peer's device unbinds the window.
-                wr.opcode = IBV_WR_SEND_WITH_INV;
-                wr.invalidate_rkey = remote->rmr_context;
-            }
-            if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
-                wr.send_flags |= IBV_SEND_SOLICITED;
-            break;
-        case kit::PostKind::kRdmaWrite: wr.opcode = IBV_WR_RDMA_WRITE; break;
-        default: wr.opcode = IBV_WR_RDMA_READ; break;
+    // Only what these opcodes read on an RC QP is set: the UD, atomic,
+    // bind and TSO unions are never read for them.
+    ibv_send_wr wr;
+    wr.wr_id = reinterpret_cast<std::uintptr_t>(&op);
+    wr.next = nullptr;
+    wr.sg_list = sge;
+    wr.num_sge = nsegs;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.imm_data = 0;
+    wr.wr.rdma.remote_addr = 0;
+    wr.wr.rdma.rkey = 0;
+    switch (kind) {
+    case kit::PostKind::kSend:
+        wr.opcode = IBV_WR_SEND;
+        if (remote) {
+            // dat_ep_post_send_with_invalidate: the peer's device unbinds the window.
+            wr.opcode = IBV_WR_SEND_WITH_INV;
+            wr.invalidate_rkey = remote->rmr_context;
         }
-        if (kind != kit::PostKind::kSend && remote) {
-            wr.wr.rdma.remote_addr = remote->virtual_address;
-            wr.wr.rdma.rkey = remote->rmr_context;
-        }
-        if (wr.opcode != IBV_WR_RDMA_READ && total && total <= vep.max_inline)
-            wr.send_flags |= IBV_SEND_INLINE;
-        if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
-            wr.send_flags |= IBV_SEND_FENCE;
-        rc = post_request(vep, (flags & DAT_COMPLETION_SUPPRESS_FLAG) && wr.opcode != IBV_WR_RDMA_READ, op, wr);
+        if (flags & DAT_COMPLETION_SOLICITED_WAIT_FLAG)
+            wr.send_flags |= IBV_SEND_SOLICITED;
+        break;
+    case kit::PostKind::kRdmaWrite: wr.opcode = IBV_WR_RDMA_WRITE; break;
+    default: wr.opcode = IBV_WR_RDMA_READ; break;
     }
-    if (rc == 0)
-        return DAT_SUCCESS;
-    return post_failed(qp, rc);
+    if (kind != kit::PostKind::kSend && remote) {
+        wr.wr.rdma.remote_addr = remote->virtual_address;
+        wr.wr.rdma.rkey = remote->rmr_context;
+    }
+    if (wr.opcode != IBV_WR_RDMA_READ && total && total <= vep.max_inline)
+        wr.send_flags |= IBV_SEND_INLINE;
+    if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
+        wr.send_flags |= IBV_SEND_FENCE;
+    if (const int rc =
+            post_request(vep, (flags & DAT_COMPLETION_SUPPRESS_FLAG) && wr.opcode != IBV_WR_RDMA_READ, op, wr))
+        return post_failed(qp, "a DTO", rc);
+    return DAT_SUCCESS;
 }
 
 // dat_ib_post_rdma_write_immed, dat_ib_post_fetch_and_add and
@@ -394,13 +391,9 @@ DAT_RETURN VerbsTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment
     }
     if (flags & DAT_COMPLETION_BARRIER_FENCE_FLAG)
         wr.send_flags |= IBV_SEND_FENCE;
-    int rc = post_request(vep, false, op, wr); // signalled: clears last_unsignaled
-    if (rc == 0)
-        return DAT_SUCCESS;
-    if (rc == ENOMEM)
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0); // queue full
-    DAT2_ERR("%s: posting an extended DTO on QP %u: %s\n", name(), qp->qp_num, std::strerror(rc));
-    return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+    if (const int rc = post_request(vep, false, op, wr)) // signalled: clears last_unsignaled
+        return post_failed(qp, "an extended DTO", rc);
+    return DAT_SUCCESS;
 }
 
 } // namespace dat2::verbs
