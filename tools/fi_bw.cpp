@@ -20,6 +20,8 @@
 // its CQ (shm executes some RMA in the target's progress) until the client
 // says it is done. Exit status 0 measured, 1 a failure (said on stderr), 2
 // bad usage.
+#include "../common/shm_regions.hpp"
+
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -418,6 +420,9 @@ int main(int argc, char **argv) {
 
     std::vector<char> buf(size, 'b');
     Fabric f;
+    // As the ofi plugin does: a region a killed process left under this pid
+    // would make shm refuse the endpoint (EBUSY).
+    dat2::remove_shm_regions_of_a_former_pid([](const char *) {});
     f.open(provider, window, buf.data(), buf.size());
     const int oob = server ? serve(port) : dial(host, port);
     Card mine = f.card(buf.data()), theirs{};

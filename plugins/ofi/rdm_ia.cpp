@@ -3,6 +3,7 @@
 // adapts to what it gets, its attributes, and the provider's progress on the
 // IA's event loop.
 #include "rdm.hpp"
+#include "shm_regions.hpp"
 #include "fi_attrs.hpp"
 
 #include "log.hpp"
@@ -109,31 +110,13 @@ bool unspecified_ip(const sockaddr_storage &a) {
     return true;
 }
 
-// libfabric's shm names an endpoint's region /dev/shm/<pid>:<domain>:<ep>
-// and refuses to enable an endpoint whose region exists and names a live
-// process (EBUSY). A process killed before it closed its endpoints leaves
-// its regions; once its pid is reused by a process of ours, that process
-// would find them named after itself. Before the first endpoint of this
-// process, any such region is a dead process's: it goes. (Any provider:
-// the name is shm's, no other creates it.)
+// Before the first endpoint of this process (common/shm_regions.hpp).
 void remove_regions_of_a_former_pid() {
     static std::once_flag once;
     std::call_once(once, [] {
-        DIR *dir = ::opendir("/dev/shm");
-        if (!dir)
-            return;
-        const std::string prefix = std::to_string(::getpid()) + ":";
-        while (const dirent *e = ::readdir(dir)) {
-            const char *n = e->d_name;
-            if (std::strncmp(n, prefix.c_str(), prefix.size()) != 0)
-                continue;
-            int dom = -1, ep = -1, end = 0;
-            if (std::sscanf(n + prefix.size(), "%d:%d%n", &dom, &ep, &end) != 2 || n[prefix.size() + end] != 0)
-                continue;
-            if (::shm_unlink(n) == 0)
-                DAT2_LOG(log::kGeneric, "removed /dev/shm/%s, left by a process that had this pid\n", n);
-        }
-        ::closedir(dir);
+        remove_shm_regions_of_a_former_pid([](const char *n) {
+            DAT2_LOG(log::kGeneric, "removed /dev/shm/%s, left by a process that had this pid\n", n);
+        });
     });
 }
 
