@@ -88,6 +88,7 @@ struct VerbsCq {
     // parts[0] is made with the EVD; never shrinks until the EVD goes
     // (deque: an EP keeps a pointer to the part its QP uses).
     std::deque<CqPart> parts;
+    ibv_cq *only = nullptr; // parts[0].cq while it is the only part: cq_read's path without the deque
     std::size_t next_part = 0; // where cq_read starts polling, so that no part starves
     // Completions polled while arming (to close the race between the last
     // empty poll and the notification request): read before the CQs.
@@ -198,6 +199,9 @@ private:
     CqPart *cq_commit(VerbsCq &cq, int depth);
     void cq_uncommit(VerbsCq &cq, CqPart *part, int depth);
     inline int translate(const ibv_wc &wc, kit::Completion &out); // verbs_cq.cpp only
+    __attribute__((noinline, cold)) int translate_rare(const ibv_wc &wc, kit::Completion &out);
+    inline int poll_cq(ibv_cq *cq, kit::Completion *out, int n, int max); // verbs_cq.cpp only
+    int poll_parts(VerbsCq &c, kit::Completion *out, int n, int max);       // c.mu held
 
     std::uint64_t add_ep_key(VerbsEp &vep); // a fresh key for vep's next rdma_cm_id; mu_ held
     VerbsEp *ep_by_key(std::uint64_t key);

@@ -47,6 +47,7 @@ DAT_RETURN VerbsTransport::cq_open(kit::Evd &evd, void *&out) {
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     }
     c->parts.push_back(CqPart{cq, 0});
+    c->only = cq;
     out = c;
     return DAT_SUCCESS;
 }
@@ -126,6 +127,7 @@ CqPart *VerbsTransport::cq_commit(VerbsCq &c, int depth) {
         }
     }
     c.parts.push_back(CqPart{cq, depth});
+    c.only = nullptr;
     return &c.parts.back();
 }
 
@@ -138,9 +140,27 @@ void VerbsTransport::cq_uncommit(VerbsCq &c, CqPart *part, int depth) {
 
 // One work completion as the kit wants it: 1, or 0 for the plugin's own
 // work requests (the marker gives 1 when it stands for unsignalled requests).
-// Inline: every completion comes through here, and a call costs as much
-// as the translation.
+// A plain successful DTO is filled inline (a call costs as much as that);
+// everything else, tagged, failed, from an SRQ or with immediate data or an
+// invalidation, goes to translate_rare, which keeps cq_read's frame small.
 __attribute__((always_inline)) inline int VerbsTransport::translate(const ibv_wc &wc, kit::Completion &out) {
+    auto *op = reinterpret_cast<kit::Op *>(static_cast<std::uintptr_t>(wc.wr_id));
+    if (__builtin_expect((wc.wr_id & kWrTags) || wc.status != IBV_WC_SUCCESS ||
+                             (wc.wc_flags & (IBV_WC_WITH_IMM | wc_with_inv_)) || op->srq,
+                         0))
+        return translate_rare(wc, out);
+    out.op = op;
+    out.status = DAT_DTO_SUCCESS;
+    out.length = wc.byte_len;
+    out.invalidate = false;
+    out.rmr_context = 0;
+    out.immed = kit::Completion::Immed::kNone;
+    out.immed_data = 0;
+    out.ep = nullptr;
+    return 1;
+}
+
+int VerbsTransport::translate_rare(const ibv_wc &wc, kit::Completion &out) {
     if (wc.wr_id & kWrTags) {
         auto *vep = reinterpret_cast<VerbsEp *>(static_cast<std::uintptr_t>(wc.wr_id & ~kWrTags));
         if (wc.wr_id & kWrMarker) {
@@ -232,10 +252,33 @@ __attribute__((always_inline)) inline int VerbsTransport::translate(const ibv_wc
     return 1;
 }
 
+// Completions from one CQ into out[n, max): the new n.
+__attribute__((always_inline)) inline int VerbsTransport::poll_cq(ibv_cq *cq, kit::Completion *out, int n, int max) {
+    while (n < max) {
+        ibv_wc wc[kPollBatch];
+        const int want = std::min(kPollBatch, max - n);
+        const int got = ibv_poll_cq(cq, want, wc);
+        if (got < 0)
+            DAT2_ERR("%s: ibv_poll_cq: %d\n", name(), got);
+        for (int j = 0; j < got; ++j)
+            n += translate(wc[j], out[n]);
+        if (got < want)
+            break;
+    }
+    return n;
+}
+
 int VerbsTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     VerbsCq &c = cq_ref(evd);
     std::lock_guard<kit::Lock> lock(c.mu);
-    int n = 0;
+    if (__builtin_expect(c.only && c.stash_count == 0, 1))
+        return poll_cq(c.only, out, 0, max);
+    return poll_parts(c, out, 0, max);
+}
+
+// The stash first, then every part, starting with a different one each
+// time so that none starves; c.mu held.
+int VerbsTransport::poll_parts(VerbsCq &c, kit::Completion *out, int n, int max) {
     while (n < max && c.stash_count > 0) {
         n += translate(c.stash[c.stash_head++], out[n]);
         --c.stash_count;
@@ -246,19 +289,7 @@ int VerbsTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
         ibv_cq *cq = c.parts[k].cq;
         if (++k == parts)
             k = 0;
-        while (n < max) {
-            ibv_wc wc[kPollBatch];
-            const int want = std::min(kPollBatch, max - n);
-            const int got = ibv_poll_cq(cq, want, wc);
-            if (got < 0) {
-                DAT2_ERR("%s: ibv_poll_cq: %d\n", name(), got);
-                break;
-            }
-            for (int j = 0; j < got; ++j)
-                n += translate(wc[j], out[n]);
-            if (got < want)
-                break;
-        }
+        n = poll_cq(cq, out, n, max);
     }
     if (parts > 1)
         c.next_part = (c.next_part + 1) % parts;

@@ -390,6 +390,22 @@ TEST_P(DtoTest, ManyMessagesArriveInOrder) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+namespace {
+
+// dat_evd_dequeue until an event comes (or `limit` passes: false).
+bool poll_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, std::chrono::seconds limit = std::chrono::seconds(10)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        DAT_RETURN r = dat_evd_dequeue(evd, ev);
+        if (r == DAT_SUCCESS)
+            return true;
+        if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY || std::chrono::steady_clock::now() > end)
+            return false;
+    }
+}
+
+} // namespace
+
 // An EVD serves however many Endpoints use it, whatever their queues add up
 // to: eight Endpoints with max_dto_per_ep requests and receives each share
 // the client's two EVDs (more than one transport queue holds: a verbs CQ
@@ -439,6 +455,15 @@ TEST_P(DtoTest, LastOfManyDeepEndpointsOnOneEvdCompletesAndWakes) {
     EXPECT_EQ(w.ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(w.ev);
     EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x73));
     EXPECT_EQ(sr.mismatch(0, 200, 0x61, 0), -1);
+
+    // And to a consumer that polls instead of waiting.
+    ASSERT_DAT_OK(recv(client.ep, cr, 0, 4096, 0x75));
+    ASSERT_DAT_OK(send(server.ep, ss, 0, 300, 0x76));
+    DAT_EVENT ev;
+    ASSERT_TRUE(poll_event(client.recv_evd, &ev)) << "the receive's completion was never dequeued";
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0x75u) << event_text(ev);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 300u) << event_text(ev);
+    EXPECT_TRUE(wait_dto_ok(server.req_evd, 0x76));
     for (DAT_EP_HANDLE ep : before)
         EXPECT_DAT_OK(dat_ep_free(ep));
 }
@@ -545,18 +570,6 @@ long sleeps_of_other_threads(const std::set<pid_t> &except) {
     }
     ::closedir(d);
     return total;
-}
-
-// dat_evd_dequeue until an event comes (or `limit` passes: false).
-bool poll_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, std::chrono::seconds limit = std::chrono::seconds(10)) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-        DAT_RETURN r = dat_evd_dequeue(evd, ev);
-        if (r == DAT_SUCCESS)
-            return true;
-        if (DAT_GET_TYPE(r) != DAT_QUEUE_EMPTY || std::chrono::steady_clock::now() > end)
-            return false;
-    }
 }
 
 } // namespace
