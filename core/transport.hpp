@@ -54,6 +54,19 @@ struct Completion {
     // A receive from an SRQ: the EP that took it (which the kit cannot
     // know); nullptr otherwise.
     Ep *ep;
+
+    // A successful completion of `o` with nothing else to say: every field
+    // written, as the kit reuses its arrays of completions.
+    void set_plain_success(Op *o, std::uint32_t len) {
+        op = o;
+        status = DAT_DTO_SUCCESS;
+        length = len;
+        invalidate = false;
+        rmr_context = 0;
+        immed = Immed::kNone;
+        immed_data = 0;
+        ep = nullptr;
+    }
 };
 static_assert(std::is_trivially_default_constructible<Completion>::value, "polls declare arrays of them");
 

@@ -149,14 +149,7 @@ __attribute__((always_inline)) inline int VerbsTransport::translate(const ibv_wc
                              (wc.wc_flags & (IBV_WC_WITH_IMM | wc_with_inv_)) || op->srq,
                          0))
         return translate_rare(wc, out);
-    out.op = op;
-    out.status = DAT_DTO_SUCCESS;
-    out.length = wc.byte_len;
-    out.invalidate = false;
-    out.rmr_context = 0;
-    out.immed = kit::Completion::Immed::kNone;
-    out.immed_data = 0;
-    out.ep = nullptr;
+    out.set_plain_success(op, wc.byte_len);
     return 1;
 }
 
@@ -177,14 +170,7 @@ int VerbsTransport::translate_rare(const ibv_wc &wc, kit::Completion &out) {
                 return 0;
             kit::Op *expected = u;
             vep->last_unsignaled.compare_exchange_strong(expected, nullptr); // reported: no longer pending
-            out.op = u;
-            out.status = DAT_DTO_SUCCESS;
-            out.length = 0;
-            out.invalidate = false;
-            out.rmr_context = 0;
-            out.immed = kit::Completion::Immed::kNone;
-            out.immed_data = 0;
-            out.ep = nullptr;
+            out.set_plain_success(u, 0);
             return 1;
         }
         if (wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR) {
