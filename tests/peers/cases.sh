@@ -413,7 +413,8 @@ run_transaction_rsp() {
 # shows. The server is sampled between rounds (the client's 64 connections
 # gone), from the end of round 2 (warm: each PZ is a libfabric domain of its
 # own, opened and closed by every client round) to the last:
-# - its heap in use, glibc's own count (malloc_stats, called through gdb):
+# - its heap in use, glibc's own count (malloc_stats, which a probe
+#   preloaded into the server prints on request, tests/peers/heap_probe.c):
 #   beyond $soak_heap_kib KiB fails, a leak of 4 KiB per connection;
 # - its resident memory once malloc_trim(0) has given back what malloc keeps
 #   free: beyond $soak_rss_kib KiB fails, memory held outside malloc. Not
@@ -440,15 +441,16 @@ proc_rss() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 proc_fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 proc_threads() { awk '/^Threads:/ { print $2 }' "/proc/$1/status" 2>/dev/null; }
 # server_heap PID: trims PID's heap and prints "HEAP_KIB RSS_KIB" (heap in
-# use from malloc_stats' total, which the server prints on its stderr, $sout).
+# use from malloc_stats' total, which the server's heap probe prints on its
+# stderr, $sout, and removes the request file once it has).
 server_heap() {
     local totals0 heap
     totals0=$(grep -c "^Total (incl. mmap):" "$sout")
-    timeout 30 gdb -p "$1" -batch -ex 'call (int)malloc_trim(0)' -ex 'call (void)malloc_stats()' </dev/null \
-        >"$tmp/gdb.out" 2>&1 || { echo "gdb -p $1 failed: $(grep -vE "^\[New LWP|^\[Thread|^Using host|^[0-9]+\s" "$tmp/gdb.out" | tail -n 8)" >&2; return 1; }
-    wait_until 5 eval '[ "$(grep -c "^Total (incl. mmap):" "$sout")" -gt "$totals0" ]' \
-        || { echo "no malloc_stats total from the server after gdb: $(tail -n 2 "$tmp/gdb.out")" >&2; return 1; }
-    sleep 0.2
+    : >"$DAT2_HEAP_PROBE_REQUEST"
+    wait_until 10 eval '[ ! -e "$DAT2_HEAP_PROBE_REQUEST" ]' \
+        || { echo "the server's heap probe ($DAT2_HEAP_PROBE_LIB) did not answer within 10 s" >&2; return 1; }
+    [ "$(grep -c "^Total (incl. mmap):" "$sout")" -gt "$totals0" ] \
+        || { echo "the heap probe answered, but no new malloc_stats total is in the server's output" >&2; return 1; }
     heap=$(awk '/^Total \(incl. mmap\):/ { t = 1; next } t && /^in use bytes/ { v = $NF; t = 0 } END { print v }' "$sout")
     [ -n "$heap" ] || { echo "no 'in use bytes' after malloc_stats' total" >&2; return 1; }
     echo "$((heap / 1024)) $(proc_rss "$1")"
@@ -460,9 +462,12 @@ run_soak() {
     local srv start now round=0 cpid_real rc
     local s_heap0= s_rss0= s_fds0= s_thr0= s_heap1 s_rss1 s_fds1 s_thr1 c_rss0 c_fds0 c_rss1 c_fds1 worst_c_rss=0 worst_c_fds=0 rounds_judged=0
     export GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}$soak_tunables
-    command -v gdb >/dev/null || fail "gdb not installed (apt-get install gdb): the soak reads the server's heap through it"
+    [ -n "${DAT2_HEAP_PROBE_LIB:-}" ] && [ -f "$DAT2_HEAP_PROBE_LIB" ] \
+        || fail "DAT2_HEAP_PROBE_LIB names no library (the build's libdat2_heap_probe.so, tests/CMakeLists.txt): the soak reads the server's heap through it"
+    export DAT2_HEAP_PROBE_REQUEST=$tmp/heap.request
+    rm -f "$DAT2_HEAP_PROBE_REQUEST"
     # Within dapl_peers.sh's own limit for the soak (240 s).
-    server_limit=230 dapltest_server
+    peer_preload=${peer_preload:+$peer_preload:}$DAT2_HEAP_PROBE_LIB server_limit=230 dapltest_server
     srv=$(pgrep -P "$spid" | head -n 1)
     [ -n "$srv" ] && [ -d "/proc/$srv" ] || verdict_fail "cannot find the dapltest server process under $spid"
     start=$(date +%s)
