@@ -3,18 +3,16 @@
 // adapts to what it gets, its attributes, and the provider's progress on the
 // IA's event loop.
 #include "rdm.hpp"
-#include "shm_regions.hpp"
 #include "fi_attrs.hpp"
 
 #include "log.hpp"
 #include "resources.hpp"
+#include "shm_regions.hpp"
 #include "sockaddr.hpp"
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <dirent.h>
 #include <sys/epoll.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 

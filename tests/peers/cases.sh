@@ -46,7 +46,7 @@ verdict_fail() {
 }
 # start_server PROBE PORT CMD...: runs CMD line-buffered (for at most
 # $server_limit s, default 120; stderr left unbuffered, as glibc has it:
-# malloc_stats, which run_soak calls, would otherwise take the buffer from
+# malloc_stats, which the soak's heap probe calls, would otherwise take the buffer from
 # malloc under its own arena locks and hang), waits until
 # `PROBE PORT` says it listens (tcp_listening, or the caller's $dat_listening
 # for the transport's own listeners). With $server_cpu (run_client:

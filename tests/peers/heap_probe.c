@@ -3,10 +3,10 @@
 // run_soak): while the file DAT2_HEAP_PROBE_REQUEST names exists, a thread
 // of its own gives the free heap back (malloc_trim), prints glibc's
 // malloc_stats on stderr and then removes the file, which tells the script
-// the figures are complete. Calling both through gdb instead breaks the
-// server on CPUs whose extended register state gdb 13 cannot write back
-// (AMX: "Couldn't write extended state status"). A plain thread may take
-// the arena locks that malloc_stats needs; a signal handler could not.
+// the figures are complete. Not gdb's inferior calls: on CPUs with AMX,
+// gdb 13 cannot restore the registers after the call and leaves the server
+// broken. A plain thread may take the arena locks that malloc_stats needs;
+// a signal handler could not.
 #define _GNU_SOURCE
 #include <malloc.h>
 #include <pthread.h>
