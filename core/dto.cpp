@@ -340,7 +340,7 @@ void ep_drain_completions(Ep &ep) {
     // endpoint bound to the queue: an EP that has nothing outstanding skips
     // it, so that disconnecting or freeing an idle EP does not cost more
     // because others exist.
-    if (ep_may_have_completions(ep))
+    if (ep_may_have_completions(ep) || ep.ia->transport->own_completions_queued(ep))
         drain_evds(ep);
 }
 

@@ -185,6 +185,12 @@ public:
     // completes every operation when the connection ends or the endpoint
     // closes (a queue pair, a connected endpoint) keeps the default.
     virtual std::size_t ops_writing_memory(Ep &) { return 0; }
+    // Whether the transport posted work of its own on the EP whose
+    // completions may still be queued after ep_close() and name its state
+    // (ep.tp): the kit then reads the EP's queues before ep_free() (and
+    // before a reset or the end of a connection is reported) even when no
+    // record of the EP is outstanding.
+    virtual bool own_completions_queued(Ep &) { return false; }
     // dat_ep_reset: drops the connection's resources so the EP can connect again.
     virtual void ep_reset(Ep &ep) = 0;
 

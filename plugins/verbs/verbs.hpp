@@ -129,6 +129,7 @@ public:
     DAT_RETURN ep_open(kit::Ep &ep, void *&tp) override;
     void ep_close(kit::Ep &ep) override;
     void ep_free(kit::Ep &ep) override;
+    bool own_completions_queued(kit::Ep &ep) override;
     void ep_reset(kit::Ep &ep) override;
     DAT_RETURN connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, const void *pdata, std::size_t pdata_len,
                        DAT_TIMEOUT timeout) override;
@@ -298,6 +299,10 @@ struct VerbsEp {
     bool drain_pending = false;
     bool disconnect_sent = false;
     std::atomic<bool> broken{false}; // a DTO failed: the loop ends the connection
+    // Work requests of the plugin's own (the marker, window binds and
+    // invalidations) were posted: their completions name this VerbsEp, and
+    // no kit record counts them (own_completions_queued).
+    std::atomic<bool> own_wrs{false};
     // Suppressed sends and RDMA writes go out unsignalled (kit::Ia::
     // requests_in_order): a later request's completion, or the marker's,
     // stands for them. The kit's Ep::post_mu, held around every request's

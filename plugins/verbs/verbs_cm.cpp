@@ -467,6 +467,7 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
             wr.send_flags = IBV_SEND_SIGNALED;
             // The unsignalled request the marker stands for: the last one
             // before it in the send queue.
+            vep.own_wrs.store(true, std::memory_order_relaxed);
             kit::ep_in_request_order(ep, [&] {
                 vep.marker_last.store(vep.last_unsignaled.load());
                 vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;

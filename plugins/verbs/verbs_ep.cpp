@@ -207,6 +207,14 @@ void VerbsTransport::ep_close(kit::Ep &ep) {
     release_id(id); // a connection still up ends here (the peer sees DISCONNECTED)
 }
 
+// Set for the rest of the EP's life once it posted work of its own: a
+// drain is one poll of the EP's queues, where telling whether such a
+// completion is still queued would need a count kept on the completion path.
+bool VerbsTransport::own_completions_queued(kit::Ep &ep) {
+    auto *vep = static_cast<VerbsEp *>(ep.tp);
+    return vep && vep->own_wrs.load(std::memory_order_relaxed);
+}
+
 // The kit has read every completion of the EP (the marker's names the
 // VerbsEp, an SRQ receive's the QP number).
 void VerbsTransport::ep_free(kit::Ep &ep) {

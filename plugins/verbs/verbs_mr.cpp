@@ -216,6 +216,7 @@ DAT_RETURN VerbsTransport::rmr_bind(kit::Rmr &rmr, kit::Ep &ep, const kit::Lmr &
         inv.next = &bind;
         first = &inv;
     }
+    vep.own_wrs.store(true, std::memory_order_relaxed);
     if (int rc = ibv_post_send(qp, first, &bad)) {
         DAT2_ERR("%s: binding a window on QP %u: %s\n", name(), qp->qp_num, std::strerror(rc));
         if (bad == &bind && first == &inv)
@@ -243,6 +244,7 @@ DAT_RETURN VerbsTransport::rmr_unbind(kit::Rmr &rmr, kit::Ep *ep) {
         inv.wr_id = reinterpret_cast<std::uintptr_t>(vep) | kWrWindow;
         inv.opcode = IBV_WR_LOCAL_INV;
         inv.invalidate_rkey = vm.rkey;
+        vep->own_wrs.store(true, std::memory_order_relaxed);
         if (int rc = ibv_post_send(vep->qp, &inv, &bad)) {
             DAT2_ERR("%s: invalidating a window on QP %u: %s\n", name(), vep->qp->qp_num, std::strerror(rc));
             return rc == ENOMEM ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)

@@ -559,6 +559,37 @@ TEST_P(DisconnectTest, FreeConnectedEndpointRightAfterItsSendsDeliversThemFirst)
     EXPECT_TRUE(flushed_in_order(server.recv_evd, kRecvs - kSends, 0x700 + kSends));
 }
 
+// An Endpoint freed while its graceful disconnect waits for its requests,
+// after the consumer read their completions: a request EVD of one event
+// takes one completion from the transport at a time, so whatever the
+// transport queued behind the send for the Endpoint of its own (verbs: the
+// marker that tells when the send queue drained) is still unread when
+// dat_ep_free(3DAT) returns. Reading the EVD afterwards must not reach the
+// freed Endpoint's state (under ASan, a use after free).
+TEST_P(DisconnectTest, FreeDuringGracefulDisconnectAfterItsSendCompletedLeavesTheEvdSound) {
+    DAT_EVD_HANDLE one = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 1, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &one));
+    client.free_ep();
+    ASSERT_DAT_OK(client.create_ep_on(&client.ep, client.recv_evd, one, client.conn_evd));
+    Buffer r, s;
+    ASSERT_DAT_OK(server.post_recvs(r, 1, 0x800, 64));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(client.register_buffer(s, 64));
+    DAT_LMR_TRIPLET t = s.iov(0, 64);
+    ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(1), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    EXPECT_TRUE(wait_dto_ok(one, 1));
+    // What the transport posted behind the send completes meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_DAT_OK(dat_ep_free(client.ep));
+    client.ep = DAT_HANDLE_NULL;
+    DAT_EVENT ev{};
+    const DAT_RETURN r2 = dat_evd_dequeue(one, &ev);
+    EXPECT_EQ(DAT_GET_TYPE(r2), DAT_QUEUE_EMPTY) << "event for a freed Endpoint: " << ret_text(r2);
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x800));
+    EXPECT_DAT_OK(dat_evd_free(one));
+}
+
 // A program that closes its IA as soon as its connection is established
 // (a client that exits at once), over and over: the peer IA learns that
 // each connection ended, and keeps working. Both IAs are in this process:
