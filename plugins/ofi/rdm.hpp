@@ -455,6 +455,8 @@ private:
     void give_back_ctx(RdmCtx &c); // the post failed
     static void writes_memory(RdmCtx &c) { c.writes_memory.store(true, std::memory_order_relaxed); }
     void retire_block(RdmEp &rep); // mu_ held
+    // Zeroes the counts of a connection that ended (after retire_block).
+    static void reset_connection_counts(kit::Ep &ep, RdmEp &rep);
     void cancel_receives(RdmEp &rep);                                       // mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
     void av_release(RdmDomain &dom, const std::string &name);               // mu_ held

@@ -119,9 +119,29 @@ void RdmTransport::ep_reset(kit::Ep &ep) {
         rep.block = make_block(ep);
         rep.fep = nullptr;
     }
+    reset_connection_counts(ep, rep);
     loop().disarm(rep.disconnect_timer);
     finish_retire(retire);
     loop().sync();
+}
+
+// The next connection's disconnects name and wait for its own messages and
+// requests only. The completion path counts under the EVD's lock, and only
+// for operations of a block not retired: zeroed under the same locks after
+// the retirement, no count of the old connection comes in afterwards.
+void RdmTransport::reset_connection_counts(kit::Ep &ep, RdmEp &rep) {
+    if (ep.recv_evd) {
+        std::lock_guard<kit::Lock> lock(ep.recv_evd->mu);
+        rep.msgs_in.store(0, std::memory_order_relaxed);
+    }
+    if (ep.request_evd) {
+        std::lock_guard<kit::Lock> lock(ep.request_evd->mu);
+        rep.requests_out.store(0, std::memory_order_relaxed);
+        rep.rma_out.store(0, std::memory_order_relaxed);
+    }
+    // No post reaches the transport while the EP is disconnected.
+    rep.msgs_out.store(0, std::memory_order_relaxed);
+    rep.wrote = false;
 }
 
 // The libfabric endpoint of `ep`'s pair of EVDs in the domain of its PZ
