@@ -458,6 +458,7 @@ private:
     // Zeroes the counts of a connection that ended (after retire_block).
     static void reset_connection_counts(kit::Ep &ep, RdmEp &rep);
     void cancel_receives(RdmEp &rep);                                       // mu_ held
+    bool peer_address_fits(const std::string &peer, const std::string &own) const;
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
     void av_release(RdmDomain &dom, const std::string &name);               // mu_ held
 

@@ -679,8 +679,15 @@ DAT_RETURN RdmTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std
             finish_retire(retire);
             return DAT_SUCCESS;
         }
-        if (DAT_RETURN r = attach_peer(rep, c->peer_name, c->peer_tag, c->peer_pz_tag))
-            return r;
+        if (attach_peer(rep, c->peer_name, c->peer_tag, c->peer_pz_tag) != DAT_SUCCESS) {
+            // The requester's address cannot be put in the address vector
+            // (logged): no connection to it can exist, as if it went away.
+            retire = detach_conn(id);
+            fail_accept_later(rep);
+            lock.unlock();
+            finish_retire(retire);
+            return DAT_SUCCESS;
+        }
         c->ep = &rep;
         rep.conn = id;
         c->state = RdmConn::kAwaitReady;

@@ -7,6 +7,7 @@
 #include "log.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -409,6 +410,15 @@ void RdmTransport::cancel_receives(RdmEp &rep) {
 
 // ---- the address vector ---------------------------------------------------------------
 
+// fi_av_insert reads as many bytes as the address format has (those of our
+// own address), or a string up to its NUL: a peer's address from the side
+// channel, which anyone can write to, is checked against that first.
+bool RdmTransport::peer_address_fits(const std::string &peer, const std::string &own) const {
+    if (info_->addr_format == FI_ADDR_STR)
+        return !peer.empty() && std::memchr(peer.data(), '\0', peer.size()) != nullptr;
+    return peer.size() == own.size();
+}
+
 int RdmTransport::av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out) {
     auto found = dom.av_entries.find(name);
     if (found != dom.av_entries.end()) {
@@ -453,6 +463,11 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
     fi_addr_t addr;
     if (!rep.fep)
         return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    if (!peer_address_fits(peer_name, rep.fep->name)) {
+        DAT2_ERR("%s: a peer's fabric address of %zu bytes does not fit this provider's (ours: %zu bytes%s)\n",
+                 name(), peer_name.size(), rep.fep->name.size(), info_->addr_format == FI_ADDR_STR ? ", a string" : "");
+        return DAT_ERROR(DAT_INVALID_PARAMETER, 0);
+    }
     if (int rc = av_insert(*rep.fep->dom, peer_name, addr))
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     rep.peer = addr;

@@ -151,6 +151,33 @@ TEST_P(CmHostileTest, GarbageTruncatedOversizedAndHalfOpenConnectionsLeaveTheLis
     EXPECT_EQ(r.mismatch(0, 4096, 0x5D, 0), -1);
 }
 
+// A well-formed request whose fabric address cannot be one of the
+// provider's (one byte, and no string end): the Consumer's accept completes
+// in error (dat_cr_accept(3DAT): DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR)
+// instead of handing those bytes to the provider's address vector, which
+// reads as many as its address format has; the listener keeps serving.
+TEST_P(CmHostileTest, RequestWithAnAddressTheProviderCannotTakeEndsItsAcceptInError) {
+    int fd = raw_connect();
+    if (fd < 0 && errno == ECONNREFUSED)
+        GTEST_SKIP() << "the IA's connection manager does not listen on the TCP port of a qualifier (rdma_cm)";
+    ASSERT_GE(fd, 0) << "raw TCP connection to the PSP's port: " << std::strerror(errno);
+    // The header with the PSP's qualifier (big-endian, bytes 16 to 23).
+    std::string request = header(1, 0, 1);
+    for (int i = 0; i < 8; ++i)
+        request[16 + i] = static_cast<char>(static_cast<uint64_t>(port) >> (56 - 8 * i));
+    send_bytes(fd, request + "\x7f");
+    DAT_EVENT ev{};
+    if (!wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev, 1'000'000))
+        GTEST_SKIP() << "no request from the RDM side channel's message: this IA's listener is libfabric's own "
+                        "(a connected provider), which takes no fabric address from the requester";
+    DAT_EP_HANDLE ep2 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(server.create_ep_on(&ep2, server.recv_evd, server.req_evd, server.conn_evd));
+    ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep2, 0, nullptr));
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_ACCEPT_COMPLETION_ERROR));
+    EXPECT_DAT_OK(dat_ep_free(ep2));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+}
+
 } // namespace
 
 INSTANTIATE_OVER_IAS(CmHostileTest);
