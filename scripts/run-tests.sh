@@ -208,6 +208,21 @@ else
   failed=$((failed + 1)); failures+=("verbs-suite"); tail -n 60 "$out/verbs-suite.log" 2>/dev/null
 fi
 
+# The same conformance suites over verbs, built with ASan and UBSan (the
+# asan stage's build): the host's sanitizer stages never load the verbs plugin.
+echo "[vm] verbs plugin on rxe0 under ASan and UBSan: conformance suites (tests/vm/verbs-suite.sh)"
+if [ -x "$out/asan/bin/conformance_ia_test" ] &&
+   bash "$top/tests/vm/rxe-vm.sh" "${rw[@]}" -- env ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:intercept_send=0 \
+     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=suppressions=$top/tests/lsan.supp \
+     bash "$top/tests/vm/verbs-suite.sh" "$out/asan" conformance >"$out/verbs-suite-asan.log" 2>&1; then
+  line=$(grep -E "^---- verbs suite:" "$out/verbs-suite-asan.log" | tail -1)
+  echo "[vm] asan: ${line#---- }"
+  n=$(sed -nE 's/.* ([0-9]+) passed.*/\1/p' <<<"$line"); s=$(sed -nE 's/.* ([0-9]+) skipped.*/\1/p' <<<"$line")
+  passed=$((passed + ${n:-0})); skips=$((skips + ${s:-0}))
+else
+  failed=$((failed + 1)); failures+=("verbs-suite-asan"); tail -n 60 "$out/verbs-suite-asan.log" 2>/dev/null
+fi
+
 echo "total time: $(( $(date +%s) - start )) s"
 [ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]}"
 echo "$passed passed, $failed failed, $skips skipped (each skip prints its reason in the logs)"

@@ -15,6 +15,9 @@
 # dapltest -T P and perftest, ours against OFED's, medians of rounds); default
 # conformance peers peers-ofed peers-ours-cma peers-ours-scm peers-ofedconf. Prints one line per test, the RESULT lines of
 # the performance cases, and a summary; exits 0 only when every test passed.
+# VERBS_SUITE_SUITES limits the conformance part to the suites it names;
+# a sanitizer build's suites run the same way (ASAN_OPTIONS and the like
+# pass through), and a sanitizer's report fails its suite (exit status > 1).
 #
 # A conformance test whose premise does not hold on verbs is listed below
 # with the reason; it must fail (an unexpected pass is reported), and it does
@@ -81,14 +84,29 @@ run_suite_binary() {
     echo "$((SECONDS - t0))" >"$dir/$name.time"
 }
 
+# The suite binaries to run: every one, or those VERBS_SUITE_SUITES names
+# (e.g. "dto disconnect" for conformance_dto_test and conformance_disconnect_test).
+suite_binaries() {
+    local bin name
+    for bin in "$build"/bin/conformance_*_test; do
+        name=${bin##*/conformance_}
+        name=${name%_test}
+        [ -z "${VERBS_SUITE_SUITES:-}" ] || [[ " $VERBS_SUITE_SUITES " == *" $name "* ]] || continue
+        echo "$bin"
+    done
+}
+
 run_conformance() {
-    local bin name line status test out rc running=0
+    local bin name line status test out rc running=0 bins=()
     out=$(mktemp -d "${TMPDIR:-/tmp}/verbs-suite.XXXXXX")
+    # (No process substitution: the guest has no /dev/fd.)
+    for bin in $(suite_binaries); do bins+=("$bin"); done
+    [ ${#bins[@]} -gt 0 ] || { failures+=("no conformance suite in $build/bin (VERBS_SUITE_SUITES='${VERBS_SUITE_SUITES:-}')"); failed=$((failed + 1)); return; }
     # VERBS_SUITE_JOBS binaries at a time (default 2, one per vCPU): the
     # suites listen on qualifiers of dat_psp_create_any, as ctest -j3 runs
     # them side by side on the host, and wait on the CM and on timers for
     # much of their time.
-    for bin in "$build"/bin/conformance_*_test; do
+    for bin in "${bins[@]}"; do
         if [ "$running" -ge "${VERBS_SUITE_JOBS:-2}" ]; then
             wait -n
             running=$((running - 1))
@@ -97,7 +115,7 @@ run_conformance() {
         running=$((running + 1))
     done
     wait
-    for bin in "$build"/bin/conformance_*_test; do
+    for bin in "${bins[@]}"; do
         name=${bin##*/}
         rc=$(cat "$out/$name.rc" 2>/dev/null || echo 255)
         note "time  $name: $(cat "$out/$name.time" 2>/dev/null) s"
