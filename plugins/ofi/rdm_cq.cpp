@@ -196,8 +196,12 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
     RdmCtxBlock *block = c.block;
     if (status != DAT_DTO_SUCCESS && c.status == DAT_DTO_SUCCESS)
         c.status = status;
-    if (--c.left > 0)
-        return false; // the other part of a write with immediate data is still out
+    if (--c.left > 0) {
+        // The other part of a write with immediate data is still out; each
+        // part holds a reference to the block (post_write_immed).
+        block->release();
+        return false;
+    }
     status = c.status;
     c.recv_posted.store(false, std::memory_order_relaxed);
     c.writes_memory.store(false, std::memory_order_release);
