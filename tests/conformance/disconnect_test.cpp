@@ -32,6 +32,33 @@ protected:
         }
     }
 
+    // Over the connected pair: the server posts `n` receives of 64 bytes and
+    // the client sends `n` messages, each completed at both ends (cookies 0..n-1).
+    void exchange_messages(int n) {
+        Buffer r, s;
+        ASSERT_DAT_OK(server.post_recvs(r, n, 0, 64));
+        ASSERT_DAT_OK(client.register_buffer(s, 64));
+        for (int i = 0; i < n; ++i) {
+            DAT_LMR_TRIPLET t = s.iov(0, 64);
+            ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+            ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+            ASSERT_TRUE(wait_dto_ok(server.recv_evd, i));
+        }
+    }
+
+    // A new connection of the pair, ended at once by the client's graceful
+    // disconnect: `*waited`, how long until `watched` saw DISCONNECTED (the
+    // other side must see it too).
+    void connect_and_time_graceful_disconnect(Side &watched, std::chrono::steady_clock::duration *waited) {
+        Side &other = &watched == &server ? client : server;
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+        ASSERT_TRUE(wait_event(watched.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+        *waited = std::chrono::steady_clock::now() - t0;
+        EXPECT_TRUE(wait_event(other.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    }
+
     // A connected pair; `from` disconnects with `flags`. dat_ep_disconnect(3DAT):
     // completion "reported ... through a DAT_CONNECTION_EVENT_DISCONNECTED event on
     // connect_evd_handle"; state DISCONNECTED -- on both sides, once.
@@ -598,27 +625,14 @@ TEST_P(DisconnectTest, FreeDuringGracefulDisconnectAfterItsSendCompletedLeavesTh
 // follows none of the first connection's messages: the server sees
 // DISCONNECTED at once, not after waiting for messages that will not come.
 TEST_P(DisconnectTest, GracefulDisconnectOfAReusedEndpointWaitsForNoMessageOfItsLastConnection) {
-    constexpr int kMsgs = 20;
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    Buffer r, s;
-    ASSERT_DAT_OK(server.post_recvs(r, kMsgs, 0, 64));
-    ASSERT_DAT_OK(client.register_buffer(s, 64));
-    for (int i = 0; i < kMsgs; ++i) {
-        DAT_LMR_TRIPLET t = s.iov(0, 64);
-        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
-        ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
-        ASSERT_TRUE(wait_dto_ok(server.recv_evd, i));
-    }
+    ASSERT_NO_FATAL_FAILURE(exchange_messages(20));
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
     ASSERT_DAT_OK(dat_ep_reset(client.ep));
     server.free_ep();
     ASSERT_DAT_OK(server.create_ep());
-    ASSERT_NO_FATAL_FAILURE(connect_pair());
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
-    ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    std::chrono::steady_clock::duration waited{};
+    ASSERT_NO_FATAL_FAILURE(connect_and_time_graceful_disconnect(server, &waited));
     EXPECT_LT(waited, std::chrono::milliseconds(500));
 }
 
@@ -644,12 +658,8 @@ TEST_P(DisconnectTest, GracefulDisconnectOfAReusedEndpointWaitsForNoRequestOfIts
     ASSERT_TRUE(wait_dto(client.req_evd, &ev));
     ASSERT_DAT_OK(dat_ep_reset(client.ep));
     ASSERT_DAT_OK(dat_ep_reset(server.ep));
-    ASSERT_NO_FATAL_FAILURE(connect_pair());
-    const auto t0 = std::chrono::steady_clock::now();
-    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
-    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
-    const auto waited = std::chrono::steady_clock::now() - t0;
-    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    std::chrono::steady_clock::duration waited{};
+    ASSERT_NO_FATAL_FAILURE(connect_and_time_graceful_disconnect(client, &waited));
     EXPECT_LT(waited, std::chrono::milliseconds(500));
 }
 
@@ -659,21 +669,11 @@ TEST_P(DisconnectTest, GracefulDisconnectOfAReusedEndpointWaitsForNoRequestOfIts
 // waits on its connection EVD only. The receive completes successfully:
 // dat_ep_disconnect(3DAT) flushes only what was not sent before.
 TEST_P(DisconnectTest, AReusedEndpointReceivesWhatItsPeerSentBeforeAGracefulDisconnect) {
-    constexpr int kMsgs = 20, kRounds = 4;
+    constexpr int kRounds = 4;
     constexpr size_t kMsg = 8192;
     ASSERT_NO_FATAL_FAILURE(connect_pair());
-    {
-        Buffer r, s;
-        ASSERT_DAT_OK(server.post_recvs(r, kMsgs, 0, 64));
-        ASSERT_DAT_OK(client.register_buffer(s, 64));
-        for (int i = 0; i < kMsgs; ++i) {
-            DAT_LMR_TRIPLET t = s.iov(0, 64);
-            ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
-            ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
-            ASSERT_TRUE(wait_dto_ok(server.recv_evd, i));
-        }
-        ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
-    }
+    ASSERT_NO_FATAL_FAILURE(exchange_messages(20));
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
     for (int round = 0; round < kRounds; ++round) {
         SCOPED_TRACE(round);
         ASSERT_DAT_OK(dat_ep_reset(server.ep));
