@@ -84,7 +84,7 @@ struct CqPart {
 struct VerbsCq {
     kit::Evd *evd = nullptr;
     ibv_comp_channel *channel = nullptr;
-    kit::Lock mu; // poll, arm, resize, parts (dat_evd_wait arms without the EVD's lock)
+    kit::Lock mu; // poll, arm, resize, parts (a QP's build adds parts without the EVD's lock)
     // parts[0] is made with the EVD; never shrinks until the EVD goes
     // (deque: an EP keeps a pointer to the part its QP uses).
     std::deque<CqPart> parts;
