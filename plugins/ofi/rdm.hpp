@@ -195,7 +195,9 @@ struct RdmEp {
     std::uint64_t conn = 0;           // its side-channel connection (RdmConn::id), 0: none
     std::atomic<int> requests_out{0}; // requests with the provider (a graceful disconnect waits for them)
     bool closed = false;              // ep_close: no new connection
-    bool wrote = false;               // an RDMA write since the last send (fence_after_write_)
+    // An RDMA write since the last send (fence_after_write_ only); posting
+    // threads of the EP set and take it without a lock.
+    std::atomic<bool> wrote{false};
     // A graceful disconnect waits (on this timer) for the requests in flight.
     kit::EventLoop::Timer *disconnect_timer = nullptr;
     bool graceful_pending = false;
@@ -459,6 +461,7 @@ private:
     static void reset_connection_counts(kit::Ep &ep, RdmEp &rep);
     void cancel_receives(RdmEp &rep);                                       // mu_ held
     bool peer_address_fits(const std::string &peer, const std::string &own) const;
+    static void drop_null_queue(RdmDomain &dom); // dom_mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
     void av_release(RdmDomain &dom, const std::string &name);               // mu_ held
 

@@ -142,7 +142,7 @@ void RdmTransport::reset_connection_counts(kit::Ep &ep, RdmEp &rep) {
     }
     // No post reaches the transport while the EP is disconnected.
     rep.msgs_out.store(0, std::memory_order_relaxed);
-    rep.wrote = false;
+    rep.wrote.store(false, std::memory_order_relaxed);
 }
 
 // The libfabric endpoint of `ep`'s pair of EVDs in the domain of its PZ
@@ -744,17 +744,18 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             data = remote->rmr_context;
             flags |= FI_REMOTE_CQ_DATA;
         }
-        if (fence_after_write_ && rep.wrote) {
+        if (fence_after_write_ && rep.wrote.load(std::memory_order_relaxed) &&
+            rep.wrote.exchange(false, std::memory_order_relaxed))
             flags |= FI_FENCE;
-            rep.wrote = false;
-        }
     } else {
         rma = {remote->virtual_address, remote->segment_length, key};
         rma_posted(rep);
-        if (kind == kit::PostKind::kRdmaWrite)
-            rep.wrote = true;
-        else
+        if (kind == kit::PostKind::kRdmaWrite) {
+            if (fence_after_write_)
+                rep.wrote.store(true, std::memory_order_relaxed);
+        } else {
             writes_memory(*c);
+        }
     }
     auto record = [&] {
         RdmDeferred d;

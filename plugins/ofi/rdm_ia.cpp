@@ -458,6 +458,36 @@ void RdmTransport::queue_ready(RdmCq &q) {
 // millisecond while a connection has work: an RDMA write to a target that
 // only watches its memory lands within about a millisecond (dtest -W); on
 // connections that stay quiet, at most kMaxRoundMs later.
+// The null queue takes the completions of EPs without an EVD for one
+// direction, where no DTO can be posted: only the connection's hellos,
+// each of which holds a reference to its block. Errors (a hello receive
+// cancelled when the connection ended) are read too: one left unread
+// would stop the queue.
+void RdmTransport::drop_null_queue(RdmDomain &dom) {
+    auto drop = [](void *context) {
+        if (!context)
+            return;
+        RdmCtx &c = *static_cast<RdmCtx::Part *>(context)->owner;
+        c.recv_posted.store(false, std::memory_order_relaxed);
+        c.block->release();
+    };
+    for (;;) {
+        fi_cq_tagged_entry entries[8];
+        const ssize_t n = fi_cq_read(dom.null_cq, entries, 8);
+        if (n == -FI_EAVAIL) {
+            fi_cq_err_entry err{};
+            if (fi_cq_readerr(dom.null_cq, &err, 0) != 1)
+                return;
+            drop(err.op_context);
+            continue;
+        }
+        if (n <= 0)
+            return;
+        for (ssize_t i = 0; i < n; ++i)
+            drop(entries[i].op_context);
+    }
+}
+
 int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
     thread_local std::vector<std::uint64_t> watch;
@@ -642,11 +672,8 @@ int RdmTransport::progress_round() {
         });
         if (busy) {
             std::lock_guard<std::mutex> dlock(dom_mu_);
-            for (auto &dom : domains_) {
-                fi_cq_tagged_entry drop[8];
-                while (fi_cq_read(dom->null_cq, drop, 8) > 0) {
-                }
-            }
+            for (auto &dom : domains_)
+                drop_null_queue(*dom);
         }
     }
     const bool rma_pending = !watch.empty() || !waiting.empty();
