@@ -401,6 +401,12 @@ private:
 struct OfiEp {
     kit::Ep *owner = nullptr;
     std::uint64_t id = 0;
+    // The loop thread closes `ep` when a connection fails or ends (and a
+    // consumer thread when it disconnects) while another thread may be
+    // posting on it (DAT lets receives be posted in any state): a post
+    // holds post_mu from its read of `ep` until libfabric returns, and the
+    // close and the assignment take it too.
+    kit::Lock post_mu;
     fid_ep *ep = nullptr;
     OfiDomain *dom = nullptr;    // of `pz`, counted
     const kit::Pz *pz = nullptr; // the EP's PZ when `dom` was taken (dat_ep_modify may change it)

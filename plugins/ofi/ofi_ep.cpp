@@ -74,8 +74,11 @@ DAT_RETURN OfiTransport::ep_open(kit::Ep &ep, void *&tp) {
 void OfiTransport::close_endpoint(OfiEp &oep) {
     if (oep.ep) {
         eps_by_fid_.erase(&oep.ep->fid);
-        fi_close(&oep.ep->fid);
-        oep.ep = nullptr;
+        {
+            std::lock_guard<kit::Lock> guard(oep.post_mu);
+            fi_close(&oep.ep->fid);
+            oep.ep = nullptr;
+        }
         unbind_queues(oep);
     }
     loop().disarm(oep.disconnect_timer);
@@ -179,7 +182,10 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
         unbind_queues(oep);
         return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }
-    oep.ep = fep;
+    {
+        std::lock_guard<kit::Lock> guard(oep.post_mu);
+        oep.ep = fep;
+    }
     eps_by_fid_[&fep->fid] = &oep;
     if (oep.srq_cq) {
         // Its receives complete on the recv EVD it has now (dat_ep_modify may
@@ -204,7 +210,9 @@ DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc) {
 
 DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                    DAT_COMPLETION_FLAGS) {
-    fid_ep *fep = oep_of(ep).ep;
+    OfiEp &oep = oep_of(ep);
+    std::lock_guard<kit::Lock> guard(oep.post_mu);
+    fid_ep *fep = oep.ep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
@@ -214,7 +222,9 @@ DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
 
 DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, const kit::Segment *segs, int nsegs,
                               const DAT_RMR_TRIPLET *remote, DAT_COMPLETION_FLAGS) {
-    fid_ep *fep = oep_of(ep).ep;
+    OfiEp &oep = oep_of(ep);
+    std::lock_guard<kit::Lock> guard(oep.post_mu);
+    fid_ep *fep = oep.ep;
     if (!fep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     ssize_t rc;

@@ -63,6 +63,7 @@ kit::Op *OfiTransport::immed_part_done(ImmedSlot &slot, DAT_DTO_COMPLETION_STATU
 DAT_RETURN OfiTransport::post_ext(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                   const DAT_RMR_TRIPLET &remote, DAT_COMPLETION_FLAGS) {
     OfiEp &oep = oep_of(ep);
+    std::lock_guard<kit::Lock> guard(oep.post_mu); // as post() (OfiEp::post_mu)
     if (!oep.ep)
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     switch (op.ext) {
