@@ -37,13 +37,9 @@ protected:
     void exchange_messages(int n) {
         Buffer r, s;
         ASSERT_DAT_OK(server.post_recvs(r, n, 0, 64));
-        ASSERT_DAT_OK(client.register_buffer(s, 64));
-        for (int i = 0; i < n; ++i) {
-            DAT_LMR_TRIPLET t = s.iov(0, 64);
-            ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
-            ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+        ASSERT_NO_FATAL_FAILURE(client_sends(s, n, 64));
+        for (int i = 0; i < n; ++i)
             ASSERT_TRUE(wait_dto_ok(server.recv_evd, i));
-        }
     }
 
     // A new connection of the pair, ended at once by the client's graceful
