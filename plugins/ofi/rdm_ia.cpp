@@ -447,17 +447,6 @@ void RdmTransport::queue_ready(RdmCq &q) {
     fd_woke_ = true;
 }
 
-// The loop's idle hook. Providers without a progress thread of their own
-// (shm executes RMA in the target's progress, rxm moves tcp's bytes only when
-// asked) need someone to read their queues while the consumer does not: a
-// write must land while its target only watches memory, and a consumer
-// asleep in dat_evd_wait on a queue without a wait fd must be woken. Each
-// round reads every queue once (zero entries: progress, and whether
-// something is queued), which costs the number of EVDs, never the number of
-// connections (those share the EVDs' libfabric endpoints). A round every
-// millisecond while a connection has work: an RDMA write to a target that
-// only watches its memory lands within about a millisecond (dtest -W); on
-// connections that stay quiet, at most kMaxRoundMs later.
 // The null queue takes the completions of EPs without an EVD for one
 // direction, where no DTO can be posted: only the connection's hellos,
 // each of which holds a reference to its block. Errors (a hello receive
@@ -488,6 +477,17 @@ void RdmTransport::drop_null_queue(RdmDomain &dom) {
     }
 }
 
+// The loop's idle hook. Providers without a progress thread of their own
+// (shm executes RMA in the target's progress, rxm moves tcp's bytes only when
+// asked) need someone to read their queues while the consumer does not: a
+// write must land while its target only watches memory, and a consumer
+// asleep in dat_evd_wait on a queue without a wait fd must be woken. Each
+// round reads every queue once (zero entries: progress, and whether
+// something is queued), which costs the number of EVDs, never the number of
+// connections (those share the EVDs' libfabric endpoints). A round every
+// millisecond while a connection has work: an RDMA write to a target that
+// only watches its memory lands within about a millisecond (dtest -W); on
+// connections that stay quiet, at most kMaxRoundMs later.
 int RdmTransport::progress_round() {
     thread_local std::vector<kit::Evd *> wake;
     thread_local std::vector<std::uint64_t> watch;

@@ -465,9 +465,9 @@ DAT_RETURN VerbsTransport::disconnect(kit::Ep &ep, bool graceful) {
             wr.wr_id = reinterpret_cast<std::uintptr_t>(&vep) | kWrMarker;
             wr.opcode = IBV_WR_RDMA_WRITE;
             wr.send_flags = IBV_SEND_SIGNALED;
+            vep.own_wrs.store(true, std::memory_order_relaxed);
             // The unsignalled request the marker stands for: the last one
             // before it in the send queue.
-            vep.own_wrs.store(true, std::memory_order_relaxed);
             kit::ep_in_request_order(ep, [&] {
                 vep.marker_last.store(vep.last_unsignaled.load());
                 vep.drain_pending = ibv_post_send(vep.qp, &wr, &bad) == 0;
