@@ -113,18 +113,25 @@ void release_request_ep(Cr &cr) {
     cr.provider_ep = nullptr;
     if (!ep)
         return;
-    bool providers = false;
+    bool release = false;
     {
         std::lock_guard<std::mutex> lock(ep->mu);
         DAT_EP_STATE s = ep->state.load();
-        providers = s == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING;
-        if (s == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING)
-            ep->state.store(DAT_EP_STATE_UNCONNECTED);
-        else if (providers)
-            ep->state.store(DAT_EP_STATE_DISCONNECTED); // the CM thread ignores it from now on
+        if (s != DAT_EP_STATE_PASSIVE_CONNECTION_PENDING && s != DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING)
+            return;
+        release = cr.provider_ep_is_providers;
+        // A released one: the CM thread ignores it from now on.
+        ep->state.store(release ? DAT_EP_STATE_DISCONNECTED : DAT_EP_STATE_UNCONNECTED);
     }
-    if (providers)
-        ep_release_all(*ep);
+    if (!release)
+        return;
+    if (cr.for_rsp) {
+        // dat_rsp_query must not name the Endpoint once it is gone.
+        std::lock_guard<std::mutex> lock(cr.ia->mu);
+        if (cr.psp && static_cast<Rsp *>(cr.psp)->ep == ep)
+            static_cast<Rsp *>(cr.psp)->ep = nullptr;
+    }
+    ep_release_all(*ep);
 }
 
 } // namespace
@@ -188,10 +195,13 @@ bool deliver_request(Psp &sp, Cr &cr) {
         rsp.ep->state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
         rsp.used = true;
         cr.provider_ep = rsp.ep;
+        cr.for_rsp = true;
+        cr.provider_ep_is_providers = rsp.ep_is_providers;
     } else if (sp.flags == DAT_PSP_PROVIDER_FLAG) {
         cr.provider_ep = ep_create_for_provider(ia, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
         if (!cr.provider_ep)
             return false;
+        cr.provider_ep_is_providers = true;
     }
     ia_track(ia, &cr);
     publish(&cr);
@@ -431,7 +441,7 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         if (ep_handle != DAT_HANDLE_NULL) {
             if (DAT_RETURN r = handle_cast_in(cr->ia, ep_handle, ep))
                 return r;
-            if (cr->provider_ep && ep != cr->provider_ep && cr->psp && cr->psp->type == DAT_HANDLE_TYPE_RSP)
+            if (cr->provider_ep && ep != cr->provider_ep && cr->for_rsp)
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
         } else if (!ep) {
             return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);

@@ -244,6 +244,9 @@ struct Cr : ObjectHeader {
     DAT_COUNT private_data_size = 0;
     Ep *provider_ep = nullptr; // the RSP's EP, or one created for a DAT_PSP_PROVIDER_FLAG PSP
     void *tp = nullptr;        // the transport's pending request
+    // Kept apart from `psp`, which dat_rsp_free clears while the request lives on.
+    bool for_rsp = false;
+    bool provider_ep_is_providers = false; // goes away unless the Consumer accepts on it
 };
 
 struct Ep : ObjectHeader {

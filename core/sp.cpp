@@ -145,8 +145,12 @@ void psp_release(Psp &psp) {
         // dat_rsp_free(3DAT): the Endpoint reverts to Consumer control (one
         // the provider created for the RSP goes away) unless its request came.
         auto &rsp = static_cast<Rsp &>(psp);
-        Ep *ep = rsp.ep;
-        rsp.ep = nullptr;
+        Ep *ep;
+        {
+            std::lock_guard<std::mutex> lock(ia.mu); // release_request_ep clears it too
+            ep = rsp.ep;
+            rsp.ep = nullptr;
+        }
         bool reserved = false;
         if (ep) {
             std::lock_guard<std::mutex> lock(ep->mu);
@@ -289,8 +293,10 @@ DAT_RETURN rsp_query(DAT_RSP_HANDLE rsp_handle, DAT_RSP_PARAM_MASK mask, DAT_RSP
             param->conn_qual = rsp->conn_qual;
         if (mask & DAT_RSP_FIELD_EVD_HANDLE)
             param->evd_handle = rsp->evd;
-        if (mask & DAT_RSP_FIELD_EP_HANDLE)
+        if (mask & DAT_RSP_FIELD_EP_HANDLE) {
+            std::lock_guard<std::mutex> lock(rsp->ia->mu);
             param->ep_handle = rsp->ep;
+        }
         return DAT_SUCCESS;
     });
 }

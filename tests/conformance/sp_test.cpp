@@ -158,6 +158,44 @@ TEST_P(SpTest, RspWithoutEndpointGetsOneFromTheProvider) {
     EXPECT_DAT_OK(dat_ep_free(pep));
 }
 
+TEST_P(SpTest, RspProviderEndpointGoesAwayWhenItsRequestIsRejected) {
+    DAT_CONN_QUAL q = unused_conn_qual();
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_rsp_create(server.ia.ia, q, DAT_HANDLE_NULL, server.cr_evd, &rsp));
+    DAT_CR_HANDLE cr = request_to(q);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    DAT_EP_HANDLE pep = local_ep_of(cr);
+    ASSERT_NE(pep, DAT_HANDLE_NULL);
+    ASSERT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
+    // dat_cr_reject(3DAT): only an Endpoint the Consumer provided reverts to it;
+    // the Provider's own is not left behind in the IA.
+    EXPECT_DAT_INVALID_HANDLE(dat_ep_free(pep), HandleKind::Ep);
+    DAT_RSP_PARAM p{};
+    ASSERT_DAT_OK(dat_rsp_query(rsp, DAT_RSP_FIELD_EP_HANDLE, &p));
+    EXPECT_EQ(p.ep_handle, DAT_HANDLE_NULL);
+    EXPECT_DAT_OK(dat_rsp_free(rsp));
+}
+
+TEST_P(SpTest, RspRequestIsAcceptedOnlyOnItsEndpointAfterTheRspIsFreed) {
+    DAT_CONN_QUAL q = unused_conn_qual();
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_rsp_create(server.ia.ia, q, server.ep, server.cr_evd, &rsp));
+    DAT_CR_HANDLE cr = request_to(q);
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    // dat_rsp_free(3DAT): "no effect on previously generated ... Connection Request".
+    ASSERT_DAT_OK(dat_rsp_free(rsp));
+    EXPECT_EQ(ep_state(server.ep), DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+    DAT_EP_HANDLE other = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(server.create_ep_on(&other, server.recv_evd, server.req_evd, server.conn_evd));
+    EXPECT_DAT_INVALID_HANDLE(dat_cr_accept(cr, other, 0, nullptr), HandleKind::Ep);
+    EXPECT_EQ(ep_state(other), DAT_EP_STATE_UNCONNECTED);
+    ASSERT_DAT_OK(dat_cr_accept(cr, DAT_HANDLE_NULL, 0, nullptr));
+    expect_established(server.conn_evd);
+    EXPECT_DAT_OK(dat_ep_free(other));
+    disconnect_pair(client);
+}
+
 // ---- DAT_PSP_PROVIDER_FLAG ----------------------------------------------------------
 
 TEST_P(SpTest, ProviderCreatedEndpointIsConfiguredAndAccepted) {
