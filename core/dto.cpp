@@ -92,6 +92,15 @@ Op *ep_take_op(Ep &ep, Evd &evd, bool recv) {
 
 // Takes back every record: nothing of this EP can complete any more.
 void ep_reclaim_records(Ep &ep) {
+    {
+        // A receive posted as the connection ended may be held here.
+        std::lock_guard<Lock> lock(ep.pending_mu);
+        ep.pending_recvs.clear();
+    }
+    {
+        std::lock_guard<Lock> lock(ep.flush_mu);
+        ep.connection_flushed = false;
+    }
     std::lock_guard<Lock> lock(ep.ops_mu);
     for (Op &op : ep.ops)
         if (op.state.load() == Op::kFlushed || op.state.load() == Op::kHeld)
@@ -168,6 +177,25 @@ void flushed_now(Ep &ep, Op &op) {
     op_recycle(op);
     if (evd)
         evd_push(*evd, e);
+}
+
+// The connection ended between post_dto's first look at the state and its
+// record turning kPosted. A request is refused as if it had come after; a
+// receive is flushed, after the others of its EP: here if the connection's
+// flush pass is over, else by that pass, which finds it kPosted.
+__attribute__((noinline, cold)) DAT_RETURN post_overtaken(Ep &ep, Evd &evd, Op &op, DAT_EP_STATE now) {
+    std::uint8_t expected = Op::kPosted;
+    if (!op.is_recv) {
+        if (!op.state.compare_exchange_strong(expected, Op::kHeld))
+            return DAT_SUCCESS; // the pass has flushed it
+        evd_request_done(evd, op, DAT_DTO_SUCCESS, true, false);
+        return DAT_ERROR(DAT_INVALID_STATE, now == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_INVALID_STATE_EP_DISCPENDING
+                                                                                   : DAT_INVALID_STATE_EP_NOTREADY);
+    }
+    std::lock_guard<Lock> lock(ep.flush_mu);
+    if (ep.connection_flushed && op.state.compare_exchange_strong(expected, Op::kFlushed))
+        flushed_now(ep, op);
+    return DAT_SUCCESS;
 }
 
 // One instance per kind of DTO: the checks that depend on the kind fold
@@ -262,13 +290,19 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
         op->operand[0] = ext->operand[0];
         op->operand[1] = ext->operand[1];
     }
-    op->state.store(Op::kPosted, std::memory_order_release);
     if (state == DAT_EP_STATE_DISCONNECTED) {
         // dat_ep_post_recv(3DAT): allowed, and flushed at once.
-        op->state.store(Op::kFlushed, std::memory_order_relaxed);
+        op->state.store(Op::kFlushed, std::memory_order_release);
         flushed_now(*ep, *op);
         return DAT_SUCCESS;
     }
+    // Both sequentially consistent: the end of a connection stores the state
+    // before ep_flush_outstanding reads the records, so either that pass
+    // finds this record kPosted or this load finds the new state.
+    op->state.store(Op::kPosted, std::memory_order_seq_cst);
+    const DAT_EP_STATE now = ep->state.load(std::memory_order_seq_cst);
+    if (__builtin_expect(recv ? now == DAT_EP_STATE_DISCONNECTED : now != DAT_EP_STATE_CONNECTED, 0))
+        return post_overtaken(*ep, *evd, *op, now);
     DAT_RETURN r = DAT_SUCCESS;
     if (!recv || ep->transport_ready.load(std::memory_order_acquire) || !hold_receive(*ep, *op, segs, nsegs))
         r = recv  ? ep->ia->transport->post_recv(*ep, *op, segs, nsegs, flags)
@@ -278,12 +312,12 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
         // The post failed: the record goes back (a request's turn in the
         // posting order passes without an event).
         std::uint8_t expected = Op::kPosted;
-        if (recv) {
-            if (op->state.compare_exchange_strong(expected, Op::kFree))
-                op_recycle(*op);
-        } else if (op->state.compare_exchange_strong(expected, Op::kHeld)) {
+        if (!op->state.compare_exchange_strong(expected, recv ? Op::kFree : Op::kHeld))
+            return DAT_SUCCESS; // the connection ended meanwhile and flushed it: that is its completion
+        if (recv)
+            op_recycle(*op);
+        else
             evd_request_done(*evd, *op, DAT_DTO_SUCCESS, true, false);
-        }
     } else if (recv && ep_watermarks_armed(*ep)) {
         ep_check_watermarks(*ep, false);
     }
@@ -378,10 +412,13 @@ void ep_flush_outstanding(Ep &ep) {
         std::lock_guard<Lock> lock(ep.pending_mu);
         ep.pending_recvs.clear();
     }
+    std::lock_guard<Lock> flush_lock(ep.flush_mu);
     std::vector<Op *> pending;
     for (Op &op : ep.ops) {
         std::uint8_t expected = Op::kPosted;
-        if (op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_acq_rel))
+        // Sequentially consistent with post_dto's store of kPosted and its
+        // second look at the state.
+        if (op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_seq_cst))
             pending.push_back(&op);
     }
     std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
@@ -397,6 +434,7 @@ void ep_flush_outstanding(Ep &ep) {
         // The record stays kFlushed until the transport's own completion for
         // it shows up (dropped then) or the EP is reset or freed.
     }
+    ep.connection_flushed = true;
     if (ep.srq)
         srq_ep_flushed(ep);
 }

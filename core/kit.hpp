@@ -307,6 +307,11 @@ struct Ep : ObjectHeader {
     std::vector<PendingRecv> pending_recvs;
     Lock pending_mu;
     std::atomic<bool> transport_ready{false};
+    // ep_flush_outstanding holds flush_mu over its pass, and sets
+    // connection_flushed after it until dat_ep_reset: a receive posted as
+    // the connection ended learns there whether the pass still comes.
+    Lock flush_mu;
+    bool connection_flushed = false;
     // dat_ep_connect's timeout, on the IA's event loop (core/cm.cpp).
     EventLoop::Timer *connect_timer = nullptr;
     // dat_ep_set_watermark (core/srq.cpp): DAT_WATERMARK_INFINITE = not armed.
