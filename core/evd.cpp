@@ -130,6 +130,14 @@ static void wake_and_notify(Evd &evd, Cno *cno) {
         cno_notify(*cno, evd);
 }
 
+void evd_collect(Evd &evd) {
+    {
+        std::lock_guard<Lock> lock(evd.mu);
+        evd_drain_all_locked(evd);
+    }
+    evd_wake(evd);
+}
+
 void evd_wake(Evd &evd) {
     // Completions may have arrived in the transport's queue: pull them in
     // (a transport's "maybe" wake-up must not reach the CNO by itself).

@@ -25,6 +25,11 @@ inline std::uint64_t remote_access(DAT_MEM_PRIV_FLAGS privileges) {
     return access;
 }
 
+// The longest message or RDMA operation an IA offers over `info`.
+inline std::uint64_t max_message_size(const fi_info &info) {
+    return std::min<std::uint64_t>(info.ep_attr->max_msg_size, 1u << 30);
+}
+
 // The IA attributes that follow from the provider's limits: `iov` local
 // segments per DTO, `rma_iov` per RDMA read or write (one remote segment).
 inline void fill_ia_limits(DAT_IA_ATTR &a, const fi_info &info, std::size_t iov, std::size_t rma_iov) {
@@ -36,7 +41,7 @@ inline void fill_ia_limits(DAT_IA_ATTR &a, const fi_info &info, std::size_t iov,
     a.max_iov_segments_per_rdma_write = static_cast<DAT_COUNT>(rma_iov);
     a.max_lmr_block_size = 0xffffffffu;
     a.max_lmr_virtual_address = ~DAT_VADDR(0);
-    a.max_message_size = static_cast<DAT_SEG_LENGTH>(std::min<std::uint64_t>(info.ep_attr->max_msg_size, 1u << 30));
+    a.max_message_size = static_cast<DAT_SEG_LENGTH>(max_message_size(info));
     a.max_rdma_size = a.max_message_size;
     a.max_rdma_read_in = 64;
     a.max_rdma_read_out = 64;

@@ -184,6 +184,7 @@ struct RdmEp {
     RdmFabricEp *fep = nullptr;
     fi_addr_t peer = FI_ADDR_UNSPEC;
     std::uint64_t tag = 0;         // our receives match it
+    std::uint64_t swept_tag = 0;   // the last tag whose leftovers were handed to sweep_ended
     std::uint64_t peer_tag = 0;    // our sends carry it
     std::uint8_t peer_pz_tag = 0;  // its Endpoint's PZ tag (0: its contexts carry none)
     std::string peer_name;         // its address vector entry (counted, rdm_cm.cpp)
@@ -460,6 +461,7 @@ private:
     // Zeroes the counts of a connection that ended (after retire_block).
     static void reset_connection_counts(kit::Ep &ep, RdmEp &rep);
     void cancel_receives(RdmEp &rep);                                       // mu_ held
+    static void cancel_posted(RdmFabricEp &fep, const RdmCtxBlock &b);      // mu_ held
     bool peer_address_fits(const std::string &peer, const std::string &own) const;
     static void drop_null_queue(RdmDomain &dom); // dom_mu_ held
     int av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &out); // mu_ held; 0 on success
@@ -640,6 +642,39 @@ private:
     // each (the EP's, handed over): freed once only that one is left, or
     // with the transport, whose endpoints no longer complete anything.
     std::vector<RdmCtxBlock *> retired_blocks_;
+    void retire(RdmCtxBlock *b); // mu_ held: into retired_blocks_, or freed
+    // What ended connections left unreceived. The provider keeps a message
+    // no receive matched until one does, in entries that every receive of
+    // the libfabric endpoint draws on (shm: rx_size of them, then every
+    // receive and message of the IA's connections is refused), and no
+    // receive will carry an ended connection's tag again. The loop's rounds
+    // take such messages with empty receives of that tag until one finds
+    // nothing (run_sweeps).
+    struct RdmSweep {
+        RdmFabricEp *fep = nullptr;
+        std::uint64_t tag = 0;        // the ended connection's; its hello's bit ignored
+        RdmCtxBlock *block = nullptr; // no records: its completions never reach the kit
+        bool posted = false;          // its receive went to the provider at least once
+        bool cancelled = false;       // and the last one was cancelled
+        std::int64_t until_ns = 0;    // a peer that goes on sending to the tag is not followed for ever
+    };
+    std::mutex sweeps_mu_; // sweeps_ only; taken last
+    std::vector<RdmSweep> sweeps_;
+    // Held by the loop while it sweeps without mu_, and by
+    // close_fabric_eps_of before mu_: a sweep's endpoint and EVD stay.
+    std::mutex sweep_run_mu_;
+    // Where the sweeps' receives put what they take: as long as the longest
+    // message (caps' max_message_size), reserved, not committed. A shorter
+    // receive would truncate, and shm 1.17 copies a message it moves by CMA
+    // until the whole of it fitted (smr_cma_loop): for ever.
+    void *sweep_buf_ = nullptr;
+    std::size_t sweep_len_ = 0;
+    bool sweep_wrote_ = false; // the loop's: pages to give back after its sweeps
+    static constexpr std::chrono::seconds kSweepFor{10};
+    static constexpr int kSweepsPerRound = 1024; // receives of one sweep in one round
+    void sweep_ended(RdmEp &rep);                // any lock held
+    bool run_sweeps();                           // the loop's, no lock held; true: sweeps remain
+    bool sweep_step(RdmSweep &sw, std::int64_t now_ns); // true: finished
     static constexpr std::size_t kAvIdleEntries = 64;
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one

@@ -4,9 +4,13 @@
 // post paths (tagged messages, RMA, write with immediate data, atomics).
 #include "rdm.hpp"
 
+#include "fi_attrs.hpp"
 #include "log.hpp"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -98,6 +102,10 @@ std::size_t RdmTransport::ops_writing_memory(kit::Ep &ep) {
     const RdmCtxBlock *b = rep ? (rep->block ? rep->block : rep->closing) : nullptr;
     if (!b || b->peer_stalled.load(std::memory_order_relaxed))
         return 0;
+    // Asked while the kit waits for the end of a connection: a receive
+    // posted as end_data_path cancelled the others is cancelled now.
+    if (rep->peer_name.empty() && rep->fep)
+        cancel_posted(*rep->fep, *b);
     std::size_t n = 0;
     for (std::size_t i = 0; i < b->n; ++i)
         n += b->ctx[i].writes_memory.load(std::memory_order_acquire);
@@ -316,6 +324,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
     drive_ias();
     std::vector<RdmDomain *> released;
+    std::lock_guard<std::mutex> run(sweep_run_mu_);
     {
         // Closed under mu_, which the loop's progress round holds while it
         // reads queues: an endpoint's other queue may be shared with
@@ -323,6 +332,17 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         // drives every endpoint bound to it) crashes when it meets an
         // endpoint that fi_close is taking apart.
         std::lock_guard<std::mutex> lock(mu_);
+        {
+            // Their sweeps end with them (what the endpoint held goes too).
+            std::lock_guard<std::mutex> sweeps_lock(sweeps_mu_);
+            auto closing = [&](const RdmSweep &sw) {
+                if (sw.fep->request_evd != &evd && sw.fep->recv_evd != &evd)
+                    return false;
+                retire(sw.block);
+                return true;
+            };
+            sweeps_.erase(std::remove_if(sweeps_.begin(), sweeps_.end(), closing), sweeps_.end());
+        }
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
             if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
                 close_fep(*it->second);
@@ -385,6 +405,10 @@ void RdmTransport::retire_block(RdmEp &rep) {
     if (!b)
         return;
     rep.block = nullptr;
+    retire(b);
+}
+
+void RdmTransport::retire(RdmCtxBlock *b) {
     b->retired.store(true, std::memory_order_release);
     // Nothing takes a reference to a retired block: one left is the list's.
     auto freed = [](RdmCtxBlock *r) {
@@ -400,12 +424,14 @@ void RdmTransport::retire_block(RdmEp &rep) {
 }
 
 void RdmTransport::cancel_receives(RdmEp &rep) {
-    if (!rep.fep || !rep.block)
-        return;
-    RdmCtxBlock &b = *rep.block;
+    if (rep.fep && rep.block)
+        cancel_posted(*rep.fep, *rep.block);
+}
+
+void RdmTransport::cancel_posted(RdmFabricEp &fep, const RdmCtxBlock &b) {
     for (std::size_t i = 0; i < b.n + 2; ++i)
         if (b.ctx[i].recv_posted.load(std::memory_order_relaxed))
-            fi_cancel(&rep.fep->ep->fid, &b.ctx[i].part[0]);
+            fi_cancel(&fep.ep->fid, &b.ctx[i].part[0]);
 }
 
 // ---- the address vector ---------------------------------------------------------------
@@ -479,8 +505,131 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
     return DAT_SUCCESS;
 }
 
+void RdmTransport::sweep_ended(RdmEp &rep) {
+    // A provider that wants local buffers registered (FI_MR_LOCAL) would
+    // have the scratch buffer pinned whole: not swept (none tested has it).
+    if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag || (info_->domain_attr->mr_mode & FI_MR_LOCAL))
+        return;
+    rep.swept_tag = rep.tag;
+    auto *b = new RdmCtxBlock;
+    b->ctx = std::make_unique<RdmCtx[]>(1);
+    b->ctx[0].part[0].owner = b->ctx[0].part[1].owner = &b->ctx[0];
+    b->ctx[0].block = b;
+    RdmSweep sw;
+    sw.fep = rep.fep;
+    sw.tag = rep.tag;
+    sw.block = b;
+    sw.until_ns = (std::chrono::steady_clock::now() + kSweepFor).time_since_epoch().count();
+    {
+        std::lock_guard<std::mutex> lock(sweeps_mu_);
+        sweeps_.push_back(sw);
+    }
+    loop().post([] {}); // a round now, not after a quiet loop's wait
+}
+
+// One receive at a time, into the scratch buffer: one that matched goes
+// again, one that found nothing is cancelled and ends the sweep. Its
+// completions are read through the EVD, where translate drops them (the
+// block has no records).
+bool RdmTransport::sweep_step(RdmSweep &sw, std::int64_t now_ns) {
+    RdmFabricEp &fep = *sw.fep;
+    RdmCtx &c = sw.block->ctx[0];
+    auto collect = [&] {
+        if (fep.rx_q) {
+            kit::evd_collect(*fep.rx_q->evd);
+            return;
+        }
+        std::lock_guard<std::mutex> lock(dom_mu_);
+        drop_null_queue(*fep.dom);
+    };
+    for (int i = 0; i < kSweepsPerRound; ++i) {
+        if (sw.posted) {
+            collect();
+            if (c.recv_posted.load(std::memory_order_relaxed) && !sw.cancelled) {
+                fi_cancel(&fep.ep->fid, &c.part[0]);
+                sw.cancelled = true;
+                collect();
+            }
+            if (c.recv_posted.load(std::memory_order_relaxed))
+                return false; // its completion comes later
+            if (sw.cancelled && c.status == DAT_DTO_ERR_FLUSHED)
+                return true;
+        }
+        if (now_ns > sw.until_ns)
+            return true;
+        c.status = DAT_DTO_SUCCESS;
+        c.left = 1;
+        sw.cancelled = false;
+        sw.block->refs.fetch_add(1, std::memory_order_relaxed);
+        c.recv_posted.store(true, std::memory_order_relaxed);
+        iovec iov{sweep_buf_, sweep_len_};
+        void *desc = nullptr;
+        fi_msg_tagged msg{&iov, &desc, 1, FI_ADDR_UNSPEC, sw.tag, kHelloBit, &c.part[0], 0};
+        sweep_wrote_ = true;
+        if (const ssize_t rc = fi_trecvmsg(fep.ep, &msg, FI_COMPLETION)) {
+            c.recv_posted.store(false, std::memory_order_relaxed);
+            sw.block->release();
+            if (rc == -FI_EAGAIN)
+                return false;
+            DAT2_LOG(log::kGeneric, "%s: taking what an ended connection left unreceived: %s\n", name(),
+                     fi_text(static_cast<int>(rc)));
+            return true;
+        }
+        sw.posted = true;
+    }
+    return false;
+}
+
+bool RdmTransport::run_sweeps() {
+    std::lock_guard<std::mutex> run(sweep_run_mu_);
+    std::vector<RdmSweep> mine;
+    {
+        std::lock_guard<std::mutex> lock(sweeps_mu_);
+        mine.swap(sweeps_);
+    }
+    if (mine.empty())
+        return false;
+    if (!sweep_buf_) {
+        const std::size_t len = static_cast<std::size_t>(max_message_size(*info_));
+        void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            DAT2_ERR("%s: reserving %zu bytes to take what ended connections left unreceived: %s\n", name(), len,
+                     std::strerror(errno));
+            for (RdmSweep &sw : mine)
+                sw.block->release();
+            return false;
+        }
+        sweep_buf_ = p;
+        sweep_len_ = len;
+    }
+    const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::vector<RdmCtxBlock *> finished;
+    std::size_t keep = 0;
+    for (RdmSweep &sw : mine) {
+        if (sweep_step(sw, now_ns))
+            finished.push_back(sw.block);
+        else
+            mine[keep++] = sw;
+    }
+    mine.resize(keep);
+    if (sweep_wrote_ && keep == 0) {
+        // Nothing posted into it any more: the pages the messages took go back.
+        ::madvise(sweep_buf_, sweep_len_, MADV_DONTNEED);
+        sweep_wrote_ = false;
+    }
+    if (!finished.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (RdmCtxBlock *b : finished)
+            retire(b);
+    }
+    std::lock_guard<std::mutex> lock(sweeps_mu_);
+    sweeps_.insert(sweeps_.end(), mine.begin(), mine.end());
+    return !sweeps_.empty();
+}
+
 void RdmTransport::end_data_path(RdmEp &rep) {
     cancel_receives(rep);
+    sweep_ended(rep);
     drop_deferred(rep);
     // A manual-progress provider (rxm) serves a peer's rendezvous read of
     // our sends, and completes our cancelled or matched receives, only

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -370,6 +371,11 @@ RdmTransport::~RdmTransport() {
     for (RdmCtxBlock *b : retired_blocks_)
         delete b;
     retired_blocks_.clear();
+    for (RdmSweep &sw : sweeps_)
+        delete sw.block;
+    sweeps_.clear();
+    if (sweep_buf_)
+        ::munmap(sweep_buf_, sweep_len_);
     if (fabric_)
         fi_close(&fabric_->fid);
     if (info_)
@@ -453,10 +459,11 @@ void RdmTransport::queue_ready(RdmCq &q) {
 // cancelled when the connection ended) are read too: one left unread
 // would stop the queue.
 void RdmTransport::drop_null_queue(RdmDomain &dom) {
-    auto drop = [](void *context) {
+    auto drop = [](void *context, DAT_DTO_COMPLETION_STATUS status) {
         if (!context)
             return;
         RdmCtx &c = *static_cast<RdmCtx::Part *>(context)->owner;
+        c.status = status; // a sweep's (sweep_step)
         c.recv_posted.store(false, std::memory_order_relaxed);
         c.block->release();
     };
@@ -467,13 +474,13 @@ void RdmTransport::drop_null_queue(RdmDomain &dom) {
             fi_cq_err_entry err{};
             if (fi_cq_readerr(dom.null_cq, &err, 0) != 1)
                 return;
-            drop(err.op_context);
+            drop(err.op_context, to_dto_status(err.err));
             continue;
         }
         if (n <= 0)
             return;
         for (ssize_t i = 0; i < n; ++i)
-            drop(entries[i].op_context);
+            drop(entries[i].op_context, DAT_DTO_SUCCESS);
     }
 }
 
@@ -691,6 +698,10 @@ int RdmTransport::progress_round() {
     for (kit::ConnectionReport &r : broken)
         r.deliver();
     broken.clear();
+    if (run_sweeps()) {
+        busy = true;
+        active = true;
+    }
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     wake.clear();
