@@ -6,10 +6,15 @@
 #include "connected.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
+#include <sched.h>
 
 using namespace conformance;
 
@@ -512,6 +517,142 @@ TEST_P(DisconnectTest, DtosPostedAfterDisconnectAreFlushed) {
         EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
     }
     EXPECT_TRUE(no_event(server.recv_evd));
+}
+
+// Connection after connection, the client sends messages the server never
+// posts receives for, and both sides end it. What an ended connection left
+// unreceived is the provider's to drop, not to keep: over a provider whose
+// endpoint the IA's connections share (shm keeps unmatched messages in a
+// queue of 1024 entries for every receive of the endpoint), the next
+// connection's receives and messages still go through.
+TEST_P(DisconnectTest, MessagesEndedConnectionsLeftUnreceivedDoNotStopLaterOnes) {
+    constexpr int kRounds = 30;
+    constexpr int kLeft = 40;
+    constexpr size_t kMsg = 64;
+    Buffer s;
+    ASSERT_DAT_OK(client.register_buffer(s, kMsg));
+    DAT_LMR_TRIPLET t = s.iov(0, kMsg);
+    for (int round = 0; round < kRounds; ++round) {
+        SCOPED_TRACE(round);
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        for (int i = 0; i < kLeft; ++i) {
+            ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(i), DAT_COMPLETION_DEFAULT_FLAG));
+            ASSERT_TRUE(wait_dto_ok(client.req_evd, i));
+        }
+        // Over libfabric tcp the unreceived message holds the stream, and
+        // the end behind it goes unseen: each side ends its own.
+        ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+        ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
+        ASSERT_TRUE(wait_connection_end(client.conn_evd));
+        ASSERT_TRUE(wait_connection_end(server.conn_evd));
+        ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+    }
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_NO_FATAL_FAILURE(exchange_messages(8));
+    disconnect_pair(client);
+}
+
+// One thread posts receives (at most 8 outstanding) and reads their
+// completions while the client streams sends and another thread ends the
+// connection abruptly, both posting thread and disconnecting thread on one
+// CPU so that the end can fall anywhere in a post. dat_ep_post_recv(3DAT)
+// takes a receive in every state: each one the post accepted completes
+// exactly once, delivered or flushed, and dat_ep_reset gives every record
+// back (the whole pool can be posted again).
+TEST_P(DisconnectTest, ReceivesPostedWhileTheConnectionEndsCompleteOnceEach) {
+    constexpr int kRounds = 20;
+    constexpr int kInFlight = 8;
+    constexpr size_t kMsg = 64;
+    Buffer r, s;
+    ASSERT_DAT_OK(server.register_buffer(r, kMsg));
+    ASSERT_DAT_OK(client.register_buffer(s, kMsg));
+    cpu_set_t saved, one;
+    ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof saved, &saved), 0);
+    CPU_ZERO(&one);
+    CPU_SET(sched_getcpu(), &one);
+    ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof one, &one), 0);
+    std::minstd_rand rng(7);
+    for (int round = 0; round < kRounds && !HasFatalFailure(); ++round) {
+        SCOPED_TRACE(round);
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        std::atomic<bool> stop{false};
+        std::atomic<int> received{0}; // messages, at the server
+        std::vector<int> seen;        // completions per receive, by cookie
+        DAT_RETURN refused = DAT_SUCCESS;
+        std::thread receiver([&] {
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            DAT_LMR_TRIPLET t = r.iov(0, kMsg);
+            int outstanding = 0;
+            const auto read_one = [&](DAT_TIMEOUT timeout_us) {
+                DAT_EVENT ev{};
+                DAT_COUNT n = 0;
+                DAT_RETURN rc = timeout_us ? dat_evd_wait(server.recv_evd, timeout_us, 1, &ev, &n)
+                                           : dat_evd_dequeue(server.recv_evd, &ev);
+                if (rc != DAT_SUCCESS)
+                    return false;
+                const auto &d = ev.event_data.dto_completion_event_data;
+                if (d.user_cookie.as_64 < seen.size())
+                    ++seen[d.user_cookie.as_64];
+                if (d.status == DAT_DTO_SUCCESS)
+                    received.fetch_add(1, std::memory_order_relaxed);
+                --outstanding;
+                return true;
+            };
+            while (!stop.load(std::memory_order_relaxed) && refused == DAT_SUCCESS) {
+                while (outstanding < kInFlight) {
+                    refused = dat_ep_post_recv(server.ep, 1, &t, cookie(seen.size()), DAT_COMPLETION_DEFAULT_FLAG);
+                    if (refused != DAT_SUCCESS)
+                        break;
+                    seen.push_back(0);
+                    ++outstanding;
+                }
+                while (read_one(0)) {
+                }
+            }
+            while (outstanding > 0 && read_one(5 * 1000 * 1000)) {
+            }
+        });
+        std::thread sender([&] {
+            DAT_LMR_TRIPLET t = s.iov(0, kMsg);
+            int outstanding = 0, sent = 0;
+            while (!stop.load(std::memory_order_relaxed)) {
+                // No further ahead of the receiver than its receives.
+                if (outstanding < 4 && sent < received.load(std::memory_order_relaxed) + kInFlight) {
+                    if (dat_ep_post_send(client.ep, 1, &t, cookie(0), DAT_COMPLETION_DEFAULT_FLAG) != DAT_SUCCESS)
+                        break;
+                    ++outstanding;
+                    ++sent;
+                }
+                DAT_EVENT ev{};
+                while (dat_evd_dequeue(client.req_evd, &ev) == DAT_SUCCESS)
+                    --outstanding;
+            }
+        });
+        std::this_thread::sleep_for(std::chrono::microseconds(100 + rng() % 2000));
+        EXPECT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
+        EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        stop = true;
+        receiver.join();
+        sender.join();
+        EXPECT_EQ(refused, DAT_SUCCESS) << "dat_ep_post_recv -> " << ret_text(refused);
+        ASSERT_GT(seen.size(), 0u);
+        for (std::size_t i = 0; i < seen.size(); ++i)
+            ASSERT_EQ(seen[i], 1) << "receive " << i << " of " << seen.size();
+        EXPECT_TRUE(wait_connection_end(client.conn_evd));
+        DAT_EVENT ev{};
+        while (dat_evd_wait(client.req_evd, 100 * 1000, 1, &ev, nullptr) == DAT_SUCCESS) {
+        }
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+        ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        const DAT_COUNT pool = query_ep_attr(server.ep).max_recv_dtos;
+        Buffer again; // all of them: no record stayed with the last connection
+        ASSERT_DAT_OK(server.post_recvs(again, static_cast<int>(pool), 1u << 20, kMsg));
+        server.free_ep();
+        ASSERT_DAT_OK(server.create_ep());
+    }
+    pthread_setaffinity_np(pthread_self(), sizeof saved, &saved);
 }
 
 // ---- dat_ep_free in every state -------------------------------------------------------------------
