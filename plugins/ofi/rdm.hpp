@@ -663,13 +663,19 @@ private:
     // Held by the loop while it sweeps without mu_, and by
     // close_fabric_eps_of before mu_: a sweep's endpoint and EVD stay.
     std::mutex sweep_run_mu_;
-    // Where the sweeps' receives put what they take: as long as the longest
-    // message (caps' max_message_size), reserved, not committed. A shorter
-    // receive would truncate, and shm 1.17 copies a message it moves by CMA
-    // until the whole of it fitted (smr_cma_loop): for ever.
-    void *sweep_buf_ = nullptr;
-    std::size_t sweep_len_ = 0;
-    bool sweep_wrote_ = false; // the loop's: pages to give back after its sweeps
+    // Where a message goes that is longer than the receive it matched: a
+    // receive's last segment, as long as the longest message, reserved and
+    // not committed, so that the provider never truncates. shm 1.17 never
+    // completes a truncated message it moves by CMA (smr_cma_loop copies
+    // until the whole of it fitted) or in segments: the receiving process
+    // spun for ever in its progress. The sweeps' receives take it whole.
+    // Not where the provider wants local buffers registered (FI_MR_LOCAL).
+    void *scratch_ = nullptr;
+    std::size_t scratch_len_ = 0;
+    std::size_t recv_iov_limit_ = 0; // a receive with fewer segments gets the scratch as one more
+    std::atomic<bool> scratch_written_{false}; // pages to give back (run_sweeps)
+    bool open_scratch();
+    __attribute__((cold, noinline)) void oversized(kit::Completion &out);
     static constexpr std::chrono::seconds kSweepFor{10};
     static constexpr int kSweepsPerRound = 1024; // receives of one sweep in one round
     void sweep_ended(RdmEp &rep);                // any lock held

@@ -238,6 +238,8 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
     out.op = op;
     out.status = status;
     out.length = static_cast<std::uint32_t>(op->is_recv ? len : op->length);
+    if (op->is_recv && len > op->length)
+        oversized(out); // its tail went to the scratch buffer
     out.invalidate = false;
     out.rmr_context = 0;
     out.immed = kit::Completion::Immed::kNone;
@@ -252,6 +254,14 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
         out.length = static_cast<std::uint32_t>((data >> 32) & kMaxImmedLength);
     }
     return true;
+}
+
+// dat_ep_post_recv(3DAT): a message longer than the receive is the
+// receive's DAT_DTO_LENGTH_ERROR.
+void RdmTransport::oversized(kit::Completion &out) {
+    out.status = DAT_DTO_ERR_LOCAL_LENGTH;
+    out.length = out.op->length;
+    scratch_written_.store(true, std::memory_order_relaxed);
 }
 
 int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }

@@ -505,10 +505,24 @@ DAT_RETURN RdmTransport::attach_peer(RdmEp &rep, const std::string &peer_name, s
     return DAT_SUCCESS;
 }
 
+bool RdmTransport::open_scratch() {
+    if (info_->domain_attr->mr_mode & FI_MR_LOCAL)
+        return true;
+    const std::size_t len = static_cast<std::size_t>(max_message_size(*info_));
+    void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        DAT2_ERR("%s: reserving %zu bytes for what is longer than its receive: %s\n", name(), len,
+                 std::strerror(errno));
+        return false;
+    }
+    scratch_ = p;
+    scratch_len_ = len;
+    recv_iov_limit_ = std::min<std::size_t>(info_->rx_attr->iov_limit, kit::kMaxIov);
+    return true;
+}
+
 void RdmTransport::sweep_ended(RdmEp &rep) {
-    // A provider that wants local buffers registered (FI_MR_LOCAL) would
-    // have the scratch buffer pinned whole: not swept (none tested has it).
-    if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag || (info_->domain_attr->mr_mode & FI_MR_LOCAL))
+    if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag || !scratch_)
         return;
     rep.swept_tag = rep.tag;
     auto *b = new RdmCtxBlock;
@@ -562,10 +576,10 @@ bool RdmTransport::sweep_step(RdmSweep &sw, std::int64_t now_ns) {
         sw.cancelled = false;
         sw.block->refs.fetch_add(1, std::memory_order_relaxed);
         c.recv_posted.store(true, std::memory_order_relaxed);
-        iovec iov{sweep_buf_, sweep_len_};
+        iovec iov{scratch_, scratch_len_};
         void *desc = nullptr;
         fi_msg_tagged msg{&iov, &desc, 1, FI_ADDR_UNSPEC, sw.tag, kHelloBit, &c.part[0], 0};
-        sweep_wrote_ = true;
+        scratch_written_.store(true, std::memory_order_relaxed);
         if (const ssize_t rc = fi_trecvmsg(fep.ep, &msg, FI_COMPLETION)) {
             c.recv_posted.store(false, std::memory_order_relaxed);
             sw.block->release();
@@ -587,20 +601,12 @@ bool RdmTransport::run_sweeps() {
         std::lock_guard<std::mutex> lock(sweeps_mu_);
         mine.swap(sweeps_);
     }
-    if (mine.empty())
+    if (mine.empty()) {
+        // What oversized messages and sweeps wrote into the scratch buffer
+        // goes back (a receive writing there meanwhile writes garbage anyway).
+        if (scratch_written_.exchange(false, std::memory_order_relaxed))
+            ::madvise(scratch_, scratch_len_, MADV_DONTNEED);
         return false;
-    if (!sweep_buf_) {
-        const std::size_t len = static_cast<std::size_t>(max_message_size(*info_));
-        void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (p == MAP_FAILED) {
-            DAT2_ERR("%s: reserving %zu bytes to take what ended connections left unreceived: %s\n", name(), len,
-                     std::strerror(errno));
-            for (RdmSweep &sw : mine)
-                sw.block->release();
-            return false;
-        }
-        sweep_buf_ = p;
-        sweep_len_ = len;
     }
     const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
     std::vector<RdmCtxBlock *> finished;
@@ -612,11 +618,6 @@ bool RdmTransport::run_sweeps() {
             mine[keep++] = sw;
     }
     mine.resize(keep);
-    if (sweep_wrote_ && keep == 0) {
-        // Nothing posted into it any more: the pages the messages took go back.
-        ::madvise(sweep_buf_, sweep_len_, MADV_DONTNEED);
-        sweep_wrote_ = false;
-    }
     if (!finished.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         for (RdmCtxBlock *b : finished)
@@ -862,7 +863,11 @@ DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     RdmFabricEp *fep = rep.fep;
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    if (count < recv_iov_limit_) {
+        iov[count] = {scratch_, scratch_len_};
+        desc[count++] = nullptr;
+    }
     fi_msg_tagged msg{iov, desc, count, directed_recv_ ? rep.peer : FI_ADDR_UNSPEC, rep.tag, 0, &c->part[0], 0};
     c->recv_posted.store(true, std::memory_order_relaxed);
     writes_memory(*c);

@@ -252,6 +252,8 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         info_ = nullptr;
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
+    if (!open_scratch())
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     directed_recv_ = (info_->caps & FI_DIRECTED_RECV) != 0;
     fence_after_write_ = !(info_->tx_attr->msg_order & FI_ORDER_SAW);
     user_keys_ = info_->domain_attr->mr_mode != FI_MR_BASIC && !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
@@ -374,8 +376,8 @@ RdmTransport::~RdmTransport() {
     for (RdmSweep &sw : sweeps_)
         delete sw.block;
     sweeps_.clear();
-    if (sweep_buf_)
-        ::munmap(sweep_buf_, sweep_len_);
+    if (scratch_)
+        ::munmap(scratch_, scratch_len_);
     if (fabric_)
         fi_close(&fabric_->fid);
     if (info_)

@@ -1198,6 +1198,20 @@ TEST_P(DtoTest, ReceiveBufferTooSmallIsLocalLengthError) {
     EXPECT_EQ(r.mismatch_byte(100, 4096 - 100, kCanary), -1) << "written beyond the receive buffer";
 }
 
+// The same for a message that takes the provider's large-message path
+// (shm copies one of 64 KiB or more through CMA, or in segments).
+TEST_P(DtoTest, LargeMessageIntoAShorterReceiveIsLocalLengthError) {
+    constexpr size_t kBig = 1 << 20, kRoom = 64 * 1024;
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, kBig, 0, r, kRoom + 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_and_send(s, kBig, 0xF4, r, kRoom, 0xF3));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xF3u);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH) << event_text(ev);
+    EXPECT_EQ(r.mismatch_byte(kRoom, 4096, kCanary), -1) << "written beyond the receive buffer";
+}
+
 TEST_P(DtoTest, PostingMoreReceivesThanMaxRecvDtosIsInsufficientResources) {
     server.free_ep();
     DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
