@@ -129,6 +129,9 @@ bool hold_receive(Ep &ep, Op &op, const Segment *segs, int nsegs) {
 void ep_transport_ready(Ep &ep) {
     std::lock_guard<Lock> lock(ep.pending_mu);
     for (Ep::PendingRecv &p : ep.pending_recvs) {
+        // Held after the connection's end cleared the list, and flushed.
+        if (p.op->state.load(std::memory_order_acquire) != Op::kPosted)
+            continue;
         // A receive the transport refuses now stays posted in the kit's
         // books and is flushed with the connection.
         if (DAT_RETURN r = ep.ia->transport->post_recv(ep, *p.op, p.segs.data(), static_cast<int>(p.segs.size()),
@@ -179,23 +182,36 @@ void flushed_now(Ep &ep, Op &op) {
         evd_push(*evd, e);
 }
 
-// The connection ended between post_dto's first look at the state and its
-// record turning kPosted. A request is refused as if it had come after; a
-// receive is flushed, after the others of its EP: here if the connection's
-// flush pass is over, else by that pass, which finds it kPosted.
-__attribute__((noinline, cold)) DAT_RETURN post_overtaken(Ep &ep, Evd &evd, Op &op, DAT_EP_STATE now) {
-    std::uint8_t expected = Op::kPosted;
-    if (!op.is_recv) {
-        if (!op.state.compare_exchange_strong(expected, Op::kHeld))
-            return DAT_SUCCESS; // the pass has flushed it
-        evd_request_done(evd, op, DAT_DTO_SUCCESS, true, false);
-        return DAT_ERROR(DAT_INVALID_STATE, now == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_INVALID_STATE_EP_DISCPENDING
-                                                                                   : DAT_INVALID_STATE_EP_NOTREADY);
-    }
+// A receive posted once its connection has ended is flushed after the
+// EP's others: here if the connection's flush pass is over (it holds
+// flush_mu, and marks the connection flushed), else by that pass, which
+// finds it kPosted (the transport never sees it).
+__attribute__((noinline, cold)) DAT_RETURN flush_after_the_rest(Ep &ep, Op &op) {
     std::lock_guard<Lock> lock(ep.flush_mu);
+    std::uint8_t expected = Op::kPosted;
     if (ep.connection_flushed && op.state.compare_exchange_strong(expected, Op::kFlushed))
         flushed_now(ep, op);
     return DAT_SUCCESS;
+}
+
+// The connection ended between post_dto's first look at the state and its
+// record turning kPosted. A receive, and a request once the EP is
+// Disconnected, are flushed as if posted after (a request's flush takes
+// its turn in the posting order); a request in Disconnect Pending is
+// refused as it would be then.
+__attribute__((noinline, cold)) DAT_RETURN post_overtaken(Ep &ep, Evd &evd, Op &op, DAT_EP_STATE now) {
+    if (op.is_recv)
+        return flush_after_the_rest(ep, op);
+    std::uint8_t expected = Op::kPosted;
+    if (!op.state.compare_exchange_strong(expected, Op::kHeld))
+        return DAT_SUCCESS; // the pass has flushed it
+    if (now == DAT_EP_STATE_DISCONNECTED) {
+        evd_request_done(evd, op, DAT_DTO_ERR_FLUSHED, false, false);
+        return DAT_SUCCESS;
+    }
+    evd_request_done(evd, op, DAT_DTO_SUCCESS, true, false);
+    return DAT_ERROR(DAT_INVALID_STATE, now == DAT_EP_STATE_DISCONNECT_PENDING ? DAT_INVALID_STATE_EP_DISCPENDING
+                                                                               : DAT_INVALID_STATE_EP_NOTREADY);
 }
 
 // One instance per kind of DTO: the checks that depend on the kind fold
@@ -291,8 +307,10 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
         op->operand[1] = ext->operand[1];
     }
     if (state == DAT_EP_STATE_DISCONNECTED) {
-        // dat_ep_post_recv(3DAT): allowed, and flushed at once.
-        op->state.store(Op::kFlushed, std::memory_order_release);
+        // dat_ep_post_send(3DAT) and the others: allowed, and flushed at once.
+        op->state.store(recv ? Op::kPosted : Op::kFlushed, std::memory_order_release);
+        if (recv)
+            return flush_after_the_rest(*ep, *op);
         flushed_now(*ep, *op);
         return DAT_SUCCESS;
     }
