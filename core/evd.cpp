@@ -130,12 +130,11 @@ static void wake_and_notify(Evd &evd, Cno *cno) {
         cno_notify(*cno, evd);
 }
 
-void evd_collect(Evd &evd) {
-    {
-        std::lock_guard<Lock> lock(evd.mu);
-        evd_drain_all_locked(evd);
-    }
-    evd_wake(evd);
+bool evd_collect(Evd &evd) {
+    std::lock_guard<Lock> lock(evd.mu);
+    const std::size_t before = evd.count;
+    evd_drain_all_locked(evd);
+    return evd.count != before;
 }
 
 void evd_wake(Evd &evd) {

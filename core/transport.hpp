@@ -350,10 +350,11 @@ template <class F> void ep_in_request_order(Ep &ep, F &&fn) {
 // Completions may have arrived in the EVD's queue (cq_fd() is -1, or the
 // transport consumed the fd's signal): wakes its waiters and CNO.
 void evd_wake(Evd &evd);
-// Reads everything in the EVD's queue into its ring, then evd_wake: for a
-// transport that needs a completion of its own read (cq_read drops it)
-// whether or not the Consumer reads the EVD. Not with the EVD's lock held.
-void evd_collect(Evd &evd);
+// Reads everything in the EVD's queue into its ring: for a transport that
+// needs a completion of its own read (cq_read drops it) whether or not the
+// Consumer reads the EVD. True when the ring grew: the caller then calls
+// evd_wake, outside its own locks (a CNO's proxy agent may run there).
+bool evd_collect(Evd &evd);
 // An IA-level error for the async EVD.
 void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason);
 // A receive record of an SRQ whose completion will never be reported goes

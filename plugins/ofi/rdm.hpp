@@ -654,9 +654,11 @@ private:
         RdmFabricEp *fep = nullptr;
         std::uint64_t tag = 0;        // the ended connection's; its hello's bit ignored
         RdmCtxBlock *block = nullptr; // no records: its completions never reach the kit
-        bool posted = false;          // its receive went to the provider at least once
+        bool posted = false;          // its receive went to the provider in this pass
         bool cancelled = false;       // and the last one was cancelled
-        std::int64_t until_ns = 0;    // a peer that goes on sending to the tag is not followed for ever
+        int passes_left = 1;          // after the first that found nothing
+        std::int64_t not_before_ns = 0;
+        std::int64_t until_ns = 0; // a peer that goes on sending to the tag is not followed for ever
     };
     std::mutex sweeps_mu_; // sweeps_ only; taken last
     std::vector<RdmSweep> sweeps_;
@@ -669,18 +671,21 @@ private:
     // completes a truncated message it moves by CMA (smr_cma_loop copies
     // until the whole of it fitted) or in segments: the receiving process
     // spun for ever in its progress. The sweeps' receives take it whole.
-    // Not where the provider wants local buffers registered (FI_MR_LOCAL).
+    // shm only, and not where it wants local buffers registered (FI_MR_LOCAL).
     void *scratch_ = nullptr;
     std::size_t scratch_len_ = 0;
     std::size_t recv_iov_limit_ = 0; // a receive with fewer segments gets the scratch as one more
     std::atomic<bool> scratch_written_{false}; // pages to give back (run_sweeps)
-    bool open_scratch();
+    void open_scratch();
     __attribute__((cold, noinline)) void oversized(kit::Completion &out);
     static constexpr std::chrono::seconds kSweepFor{10};
+    static constexpr std::chrono::milliseconds kSweepAgainAfter{20};
     static constexpr int kSweepsPerRound = 1024; // receives of one sweep in one round
     void sweep_ended(RdmEp &rep);                // any lock held
-    bool run_sweeps();                           // the loop's, no lock held; true: sweeps remain
-    bool sweep_step(RdmSweep &sw, std::int64_t now_ns); // true: finished
+    // The loop's, no lock held; EVDs whose queue it read go to `wake`.
+    // True: sweeps remain.
+    bool run_sweeps(std::vector<kit::Evd *> &wake);
+    bool sweep_step(RdmSweep &sw, std::int64_t now_ns, std::vector<kit::Evd *> &wake); // true: finished
     static constexpr std::size_t kAvIdleEntries = 64;
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one

@@ -203,7 +203,7 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
         return false;
     }
     status = c.status;
-    c.recv_posted.store(false, std::memory_order_relaxed);
+    c.recv_posted.store(false, std::memory_order_release); // after the status (a sweep's: sweep_step)
     c.writes_memory.store(false, std::memory_order_release);
     const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());
     if (index >= block->n) {
@@ -238,7 +238,7 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
     out.op = op;
     out.status = status;
     out.length = static_cast<std::uint32_t>(op->is_recv ? len : op->length);
-    if (op->is_recv && len > op->length)
+    if (op->is_recv && len > op->length && status == DAT_DTO_SUCCESS)
         oversized(out); // its tail went to the scratch buffer
     out.invalidate = false;
     out.rmr_context = 0;

@@ -252,8 +252,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         info_ = nullptr;
         return DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
-    if (!open_scratch())
-        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+    open_scratch();
     directed_recv_ = (info_->caps & FI_DIRECTED_RECV) != 0;
     fence_after_write_ = !(info_->tx_attr->msg_order & FI_ORDER_SAW);
     user_keys_ = info_->domain_attr->mr_mode != FI_MR_BASIC && !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
@@ -466,7 +465,7 @@ void RdmTransport::drop_null_queue(RdmDomain &dom) {
             return;
         RdmCtx &c = *static_cast<RdmCtx::Part *>(context)->owner;
         c.status = status; // a sweep's (sweep_step)
-        c.recv_posted.store(false, std::memory_order_relaxed);
+        c.recv_posted.store(false, std::memory_order_release);
         c.block->release();
     };
     for (;;) {
@@ -700,7 +699,7 @@ int RdmTransport::progress_round() {
     for (kit::ConnectionReport &r : broken)
         r.deliver();
     broken.clear();
-    if (run_sweeps()) {
+    if (run_sweeps(wake)) {
         busy = true;
         active = true;
     }
