@@ -648,8 +648,8 @@ private:
     // the libfabric endpoint draws on (shm: rx_size of them, then every
     // receive and message of the IA's connections is refused), and no
     // receive will carry an ended connection's tag again. The loop's rounds
-    // take such messages with empty receives of that tag until one finds
-    // nothing (run_sweeps).
+    // take such messages with receives of that tag (into scratch_ where it
+    // exists, empty elsewhere) until one finds nothing (run_sweeps).
     struct RdmSweep {
         RdmFabricEp *fep = nullptr;
         std::uint64_t tag = 0;        // the ended connection's; its hello's bit ignored
@@ -667,10 +667,10 @@ private:
     std::mutex sweep_run_mu_;
     // Where a message goes that is longer than the receive it matched: a
     // receive's last segment, as long as the longest message, reserved and
-    // not committed, so that the provider never truncates. shm 1.17 never
+    // not committed, so that the provider never truncates: shm 1.17 never
     // completes a truncated message it moves by CMA (smr_cma_loop copies
-    // until the whole of it fitted) or in segments: the receiving process
-    // spun for ever in its progress. The sweeps' receives take it whole.
+    // until the whole of it fitted) or in segments. The sweeps' receives
+    // take it whole.
     // shm only, and not where it wants local buffers registered (FI_MR_LOCAL).
     void *scratch_ = nullptr;
     std::size_t scratch_len_ = 0;

@@ -21,10 +21,12 @@ namespace {
 
 RdmEp &rep_of(kit::Ep &ep) { return *static_cast<RdmEp *>(ep.tp); }
 
-RdmCtxBlock *make_block(kit::Ep &ep) {
+// The contexts of `n` records from `base`, and the two of a connection's
+// hello; a sweep's block has no records (its contexts never reach the kit).
+RdmCtxBlock *make_block(kit::Op *base, std::size_t n) {
     auto *b = new RdmCtxBlock;
-    b->base = ep.ops.data();
-    b->n = ep.ops.size();
+    b->base = base;
+    b->n = n;
     b->ctx = std::make_unique<RdmCtx[]>(b->n + 2);
     for (std::size_t i = 0; i < b->n + 2; ++i) {
         b->ctx[i].part[0].owner = b->ctx[i].part[1].owner = &b->ctx[i];
@@ -32,6 +34,8 @@ RdmCtxBlock *make_block(kit::Ep &ep) {
     }
     return b;
 }
+
+RdmCtxBlock *make_block(kit::Ep &ep) { return make_block(ep.ops.data(), ep.ops.size()); }
 
 std::uint64_t immed_cq_data(std::uint64_t length, std::uint32_t immed) { return kImmedTag | length << 32 | immed; }
 
@@ -527,14 +531,10 @@ void RdmTransport::sweep_ended(RdmEp &rep) {
     if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag)
         return;
     rep.swept_tag = rep.tag;
-    auto *b = new RdmCtxBlock;
-    b->ctx = std::make_unique<RdmCtx[]>(1);
-    b->ctx[0].part[0].owner = b->ctx[0].part[1].owner = &b->ctx[0];
-    b->ctx[0].block = b;
     RdmSweep sw;
     sw.fep = rep.fep;
     sw.tag = rep.tag;
-    sw.block = b;
+    sw.block = make_block(nullptr, 0);
     sw.until_ns = (std::chrono::steady_clock::now() + kSweepFor).time_since_epoch().count();
     {
         std::lock_guard<std::mutex> lock(sweeps_mu_);
