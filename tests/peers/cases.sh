@@ -53,13 +53,26 @@ verdict_fail() {
 # $client_cpu) set, the peer runs on that CPU only (taskset).
 start_server() {
     local probe=$1 port=$2; shift 2
+    local try rc
     server_cmd="$*"
     $probe "$port" && verdict_fail "port $port is already in use before the server starts"
-    timeout -k 5 "${server_limit:-120}" ${peer_preload:+env LD_PRELOAD=$peer_preload} ${server_cpu:+taskset -c $server_cpu} \
-        stdbuf -oL "$@" >"$sout" 2>&1 &
-    spid=$!
-    await_server "$server_wait" $probe "$port"
-    case $? in
+    for try in 1 2 3; do
+        timeout -k 5 "${server_limit:-120}" ${peer_preload:+env LD_PRELOAD=$peer_preload} \
+            ${server_cpu:+taskset -c $server_cpu} stdbuf -oL "$@" >"$sout" 2>&1 &
+        spid=$!
+        await_server "$server_wait" $probe "$port"
+        rc=$?
+        # The kernel may still hold the previous case's rdma_cm id on the
+        # conn_qual a moment after that process exited (seen once with
+        # OFED's cma provider: psp_create DAT_CONN_QUAL_IN_USE right after
+        # dtest -W). A port our process never released would fail all three.
+        [ $rc = 1 ] && [ $try -lt 3 ] && grep -q "DAT_CONN_QUAL_IN_USE" "$sout" || break
+        echo "note: server try $try: its conn_qual was still in use; again in 2 s. The kernel's cm_ids:"
+        rdma res show cm_id 2>/dev/null | sed 's/^/    /' | head -n 20
+        wait "$spid" 2>/dev/null; spid=
+        sleep 2
+    done
+    case $rc in
     1) verdict_fail "server exited before listening on port $port" ;;
     2) verdict_fail "server not listening on port $port after $server_wait s" ;;
     esac

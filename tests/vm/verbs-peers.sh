@@ -28,8 +28,10 @@
 # dtest uses fixed ports 15828 (side channel) and 45248, dapltest 62000: the
 # cases cannot run in parallel.
 set -u
+# Absolute: peers_start enters a scratch directory before cases.sh is read.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=../peers/lib.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../peers/lib.sh"
+. "$here/../peers/lib.sh" || { echo "cannot read $here/../peers/lib.sh"; exit 1; }
 libdir=$1 pairing=$2 case=${3:-dtest}
 addr=${VERBS_PEER_ADDR:-${DAT2_VM_ADDR:-10.0.0.1}}
 ofed_lib=/usr/lib/x86_64-linux-gnu/libdat2.so.2
@@ -103,6 +105,6 @@ if [ "$case" = dtest-W ] && [ "$(nproc)" -ge 2 ]; then
     server_cpu=0 client_cpu=1
 fi
 # shellcheck source=../peers/cases.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../peers/cases.sh"
+. "$here/../peers/cases.sh" || fail "cannot read $here/../peers/cases.sh"
 run_case
 exit 0
