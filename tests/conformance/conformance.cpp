@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "conformance.hpp"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -51,6 +52,26 @@ bool not_provided(DAT_RETURN r) {
 
 // ---- Watchdog -----------------------------------------------------------------
 
+// Where each thread of this process waits, on stderr, from gdb when it is
+// installed: the one thing a hang in CI leaves to go on.
+static void print_thread_stacks() {
+    if (std::system("command -v gdb >/dev/null 2>&1") != 0) {
+        std::fprintf(stderr, "conformance watchdog: no gdb, so no thread stacks\n");
+        return;
+    }
+    // Yama's ptrace_scope 1 lets only an ancestor attach; gdb is our descendant.
+    prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+    char cmd[256];
+    std::snprintf(cmd, sizeof cmd,
+                  "timeout 60 gdb -p %d -batch -ex 'thread apply all bt 24' 2>/dev/null"
+                  " | grep -E '^Thread|^#' | cut -c1-240 >&2",
+                  static_cast<int>(getpid()));
+    std::fprintf(stderr, "conformance watchdog: the threads' stacks:\n");
+    std::fflush(stderr);
+    if (std::system(cmd) != 0)
+        std::fprintf(stderr, "conformance watchdog: gdb could not show the stacks\n");
+}
+
 struct Watchdog::State {
     std::mutex m;
     std::condition_variable cv;
@@ -72,6 +93,7 @@ void Watchdog::start(const std::string &what, int seconds) {
                          "\nconformance watchdog: %s still running after %d s (a DAT call never returned); "
                          "ending the process\n",
                          what.c_str(), seconds);
+            print_thread_stacks();
             std::fflush(stderr);
             std::fflush(stdout);
             _exit(124);
