@@ -1028,18 +1028,22 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     fi_msg_tagged smsg{none, none_desc, rdm_iov(nullptr, 0, none, none_desc), rep.peer, rep.peer_tag, 0, &c.part[1],
                        immed_cq_data(total, op.immed)};
     const std::uint64_t flags = FI_COMPLETION | FI_REMOTE_CQ_DATA | (fence_after_write_ ? FI_FENCE : 0);
-    // The write is on its way and cannot be taken back: a queue still full
-    // after a while fails the DTO when the write completes.
     rc = post_retrying(rep, [&] { return fi_tsendmsg(rep.fep->ep, &smsg, flags); });
-    if (rc == 0)
+    if (rc == 0) {
         rep.msgs_out.fetch_add(1, std::memory_order_relaxed);
-    if (rc) {
-        DAT2_ERR("%s: posting the immediate data of a write with immediate data: %s\n", name(),
-                 fi_text(static_cast<int>(rc)));
-        c.status = DAT_DTO_ERR_TRANSPORT;
-        c.left = 1;
-        c.block->release();
+        return DAT_SUCCESS;
     }
+    // The write is on its way and cannot be taken back, and its completion
+    // may be read on another thread right now: `c` is left as it is (the
+    // write's completion finds the second part still out and reports
+    // nothing), and the connection ends, as after any failed request; the
+    // kit flushes the DTO.
+    DAT2_ERR("%s: EP %p: posting the immediate data of a write with immediate data: %s; the connection is "
+             "broken\n",
+             name(), (void *)rep.owner, fi_text(static_cast<int>(rc)));
+    c.block->release();
+    request_unposted(rep, kit::PostKind::kRdmaWrite);
+    loop().post([this, id = rep.id] { break_connection(id); });
     return DAT_SUCCESS;
 }
 
