@@ -35,7 +35,7 @@ inline const DAT_PROVIDER *provider_of(const void *handle) noexcept {
 // Calls slot `Slot` of the provider owning `handle` (any non-IA handle).
 template <auto Slot, class... Args>
 inline DAT_RETURN call(const char *fn, const void *handle, DAT_RETURN_SUBTYPE invalid, Args... args) noexcept {
-    if (reinterpret_cast<std::uintptr_t>(handle) < kLowestObject)
+    if (reinterpret_cast<std::uintptr_t>(handle) < kLowestObject || !dat2::registry::word_readable(handle))
         return DAT_ERROR(DAT_INVALID_HANDLE, invalid);
     const DAT_PROVIDER *p = provider_of(handle);
     if (!dat2::registry::known_provider(p))
@@ -54,12 +54,13 @@ __attribute__((noinline)) DAT_RETURN call_out_of_line(const char *fn, const void
 
 // call() for the DTO posts and dat_evd_dequeue: the slots of a table whose
 // library guards them itself (g_guarded_first) are called as a tail call,
-// with no guard here; any other table goes through call(), out of line so
+// with no guard here; any other table, and a handle on a page not known to
+// be mapped (call() asks the kernel), goes through call(), out of line so
 // that this path saves no registers. Not noexcept: that would put a frame
 // around the tail call, and the slot it reaches lets no exception out.
 template <auto Slot, class... Args>
 inline DAT_RETURN call_dto(const char *fn, const void *handle, DAT_RETURN_SUBTYPE invalid, Args... args) {
-    if (reinterpret_cast<std::uintptr_t>(handle) >= kLowestObject) {
+    if (reinterpret_cast<std::uintptr_t>(handle) >= kLowestObject && dat2::registry::page_known(handle)) {
         const DAT_PROVIDER *guarded_table = dat2::registry::g_guarded_first.load(std::memory_order_acquire);
         const DAT_PROVIDER *p = provider_of(handle);
         if (guarded_table && p == guarded_table && p->*Slot)
@@ -95,7 +96,7 @@ inline DAT_RETURN any_handle(DAT_HANDLE h, DAT_HANDLE *out) noexcept {
         *out = ia;
         return DAT_SUCCESS;
     }
-    if (!dat2::registry::known_provider(provider_of(h)))
+    if (!dat2::registry::word_readable(h) || !dat2::registry::known_provider(provider_of(h)))
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
     *out = h;
     return DAT_SUCCESS;

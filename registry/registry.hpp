@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstddef>
+#include <cstdint>
 
 namespace dat2::registry {
 
@@ -52,6 +53,30 @@ inline bool known_provider(const DAT_PROVIDER *p) noexcept {
         return true;
     return known_provider_scan(p);
 }
+
+// A consumer's handle may point anywhere, unmapped memory included (OFED's
+// library crashes there): its first word is read only once its page is
+// known to be mapped. Pages seen mapped are remembered in a small
+// direct-mapped cache, so a process's handles (a few pages of the kit's
+// arena, which is never unmapped) cost a compare; another page costs one
+// system call. A remembered page of a foreign provider's heap that is
+// later returned to the system is the one case left unguarded.
+inline constexpr std::size_t kPageShift = 12;
+inline constexpr std::size_t kMappedPages = 256; // a power of two
+extern std::atomic<std::uintptr_t> g_mapped_pages[kMappedPages];
+// Whether the word at `p` is mapped, asking the kernel (registry.cpp).
+bool probe_mapped(const void *p) noexcept;
+// The cache alone: no call, so that a dispatch that finds its page there
+// stays a tail call.
+inline bool page_known(const void *p) noexcept {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    const std::uintptr_t page = a >> kPageShift;
+    // An aligned word lies in one page; any other is probed (every object's
+    // address is aligned).
+    return (a & (sizeof(void *) - 1)) == 0 &&
+           g_mapped_pages[page & (kMappedPages - 1)].load(std::memory_order_relaxed) == page;
+}
+inline bool word_readable(const void *p) noexcept { return __builtin_expect(page_known(p), 1) || probe_mapped(p); }
 
 // dat_extension_op's DAT_OPEN_EXTENSION_BASE ops (by IA name, no handle) and
 // DAT_CLOSE_EXTENSION_BASE ops, as OFED routes them: the open takes a

@@ -6,7 +6,11 @@
 // connects).
 #include "conformance.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -152,6 +156,42 @@ TEST_P(HandlesTest, NullHandlesAreInvalidHandle) {
     DAT_CONTEXT context{};
     EXPECT_DAT_INVALID_HANDLE(dat_get_consumer_context(null, &context), HandleKind::Any);
     EXPECT_DAT_INVALID_HANDLE(dat_set_consumer_context(null, context), HandleKind::Any);
+    expect_all_alive();
+}
+
+// A handle is a pointer the consumer may have made up: one into memory that
+// is not mapped, or whose first word runs into such memory, is as invalid
+// as any other (OFED's library faults on it).
+TEST_P(HandlesTest, HandlesIntoUnmappedMemoryAreInvalidHandle) {
+    const long page = ::sysconf(_SC_PAGESIZE);
+    void *m = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(m, MAP_FAILED);
+    auto *first = static_cast<char *>(m);
+    std::memset(first, 0, page);
+    ASSERT_EQ(::munmap(first + page, page), 0);
+    for (char *at : {first + page, first + page + 0x128, first + page - 4}) {
+        SCOPED_TRACE(::testing::Message() << "handle " << static_cast<void *>(at) << " (page at " << m << ")");
+        const auto h = static_cast<DAT_HANDLE>(at);
+        for (HandleKind kind : {HandleKind::Evd, HandleKind::Ep, HandleKind::Lmr, HandleKind::Rmr, HandleKind::Pz,
+                                HandleKind::Psp, HandleKind::Rsp, HandleKind::Cno, HandleKind::Any}) {
+            SCOPED_TRACE(::testing::Message() << "handle type " << conformance::handle_type(kind));
+            EXPECT_DAT_INVALID_HANDLE(conformance::query_as(kind, h), kind);
+            if (kind != HandleKind::Any) {
+                EXPECT_DAT_INVALID_HANDLE(conformance::free_as(kind, h), kind);
+            }
+        }
+        DAT_EVENT ev{};
+        EXPECT_DAT_INVALID_HANDLE(dat_evd_dequeue(h, &ev), HandleKind::Evd);
+        DAT_LMR_TRIPLET seg{};
+        EXPECT_DAT_INVALID_HANDLE(dat_ep_post_send(h, 0, &seg, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG),
+                                  HandleKind::Ep);
+        EXPECT_DAT_INVALID_HANDLE(dat_ep_post_recv(h, 0, &seg, DAT_DTO_COOKIE{}, DAT_COMPLETION_DEFAULT_FLAG),
+                                  HandleKind::Ep);
+        DAT_CONTEXT context{};
+        EXPECT_DAT_INVALID_HANDLE(dat_get_consumer_context(h, &context), HandleKind::Any);
+        EXPECT_DAT_INVALID_HANDLE(dat_set_consumer_context(h, context), HandleKind::Any);
+    }
+    ::munmap(first, page);
     expect_all_alive();
 }
 
