@@ -28,6 +28,10 @@ std::vector<Evd *> linked_evds(Cno &cno) {
     return out;
 }
 
+// dat_cno_create(3DAT), dat_cno_modify_agent(3DAT): DAT_INVALID_PARAMETER
+// for an invalid agent: instance data for no function to receive it.
+bool agent_invalid(const DAT_OS_WAIT_PROXY_AGENT &agent) { return !agent.proxy_agent_func && agent.instance_data; }
+
 DAT_RETURN make_cno(Ia *ia, DAT_OS_WAIT_PROXY_AGENT agent, Cno **out) {
     Cno *cno = make_object<Cno>(ia->provider, ia);
     if (!cno)
@@ -80,6 +84,8 @@ DAT_RETURN cno_create(DAT_IA_HANDLE ia_handle, DAT_OS_WAIT_PROXY_AGENT agent, DA
         Ia *ia;
         if (DAT_RETURN r = handle_cast(ia_handle, ia))
             return r;
+        if (agent_invalid(agent))
+            return invalid_arg(2);
         if (!cno_out)
             return invalid_arg(3);
         Cno *cno;
@@ -102,6 +108,7 @@ DAT_RETURN cno_fd_create(DAT_IA_HANDLE ia_handle, DAT_FD *fd, DAT_CNO_HANDLE *cn
         Cno *cno;
         if (DAT_RETURN r = make_cno(ia, DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}, &cno))
             return r;
+        cno->fd_cno = true;
         *fd = cno->fd;
         *cno_out = cno;
         return DAT_SUCCESS;
@@ -127,7 +134,7 @@ DAT_RETURN cno_modify_agent(DAT_CNO_HANDLE cno_handle, DAT_OS_WAIT_PROXY_AGENT a
     Cno *cno;
     if (DAT_RETURN r = handle_cast(cno_handle, cno))
         return r;
-    if (!agent.proxy_agent_func && agent.instance_data)
+    if (agent_invalid(agent))
         return invalid_arg(2);
     std::lock_guard<std::mutex> lock(cno->mu);
     cno->agent = agent;
@@ -141,15 +148,22 @@ DAT_RETURN cno_query(DAT_CNO_HANDLE cno_handle, DAT_CNO_PARAM_MASK mask, DAT_CNO
             return r;
         if (!param)
             return invalid_arg(3);
-        (void)mask; // the mask values are not bits (DAT_CNO_FIELD_ALL is 4): report everything
+        // The mask's values are not one bit a field (DAT_CNO_FIELD_PROXY is
+        // 3, DAT_CNO_FIELD_ALL 4): any of them reports everything; bits
+        // beyond them are DAT_INVALID_PARAMETER, as in the other queries.
+        constexpr unsigned kCnoFields = DAT_CNO_FIELD_IA_HANDLE | DAT_CNO_FIELD_PROXY_TYPE | DAT_CNO_FIELD_ALL;
+        if (static_cast<unsigned>(mask) & ~kCnoFields)
+            return invalid_arg(2);
         std::lock_guard<std::mutex> lock(cno->mu);
         ia_handle_for_consumer(cno->ia, &param->ia_handle);
-        if (cno->agent.proxy_agent_func) {
-            param->proxy_type = DAT_PROXY_TYPE_AGENT;
-            param->proxy.agent = cno->agent;
-        } else {
+        if (cno->fd_cno) {
             param->proxy_type = DAT_PROXY_TYPE_FD;
             param->proxy.fd = cno->fd;
+        } else {
+            // dat_cno_query(3DAT): DAT_OS_WAIT_PROXY_AGENT_NULL when the CNO
+            // has no agent (never given one, given NULL, or its agent ran).
+            param->proxy_type = DAT_PROXY_TYPE_AGENT;
+            param->proxy.agent = cno->agent;
         }
         return DAT_SUCCESS;
     });

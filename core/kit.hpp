@@ -145,7 +145,8 @@ struct Cno : ObjectHeader {
     std::atomic<int> evds{0};
     std::atomic<int> inside{0};
     std::atomic<bool> aborted{false};
-    int fd = -1; // dat_cno_fd_create: readable while triggered
+    int fd = -1;          // readable while triggered
+    bool fd_cno = false;  // made by dat_cno_fd_create: its query names the fd
 };
 
 struct Evd : ObjectHeader {

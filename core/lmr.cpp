@@ -252,6 +252,11 @@ DAT_RETURN sync_check(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *iov, DAT_V
     if (!iov || n == 0)
         return invalid_arg(2);
     for (DAT_VLEN i = 0; i < n; ++i) {
+        // dat.h, DAT_LMR_TRIPLET: with a segment_length of 0 "the other two
+        // elements of the dat_lmr_triplet are irrelevant and can be invalid",
+        // as in the DTO posts (resolve_segments).
+        if (iov[i].segment_length == 0)
+            continue;
         Lmr *lmr = lmr_by_context(*ia, iov[i].lmr_context);
         if (!lmr || !lmr_covers(*lmr, iov[i].virtual_address, iov[i].segment_length))
             return invalid_arg(2);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -58,10 +59,10 @@ void DAT_API other_agent_func(DAT_PVOID, DAT_EVD_HANDLE) {}
 
 ::testing::AssertionResult has_no_agent(const DAT_CNO_PARAM &p) {
     // dat_cno_query(3DAT): "A value of DAT_OS_WAIT_PROXY_AGENT_NULL in cno_param indicates that
-    // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type: NONE, AGENT
-    // with a NULL function, or FD (the CNO signals through a descriptor) all mean no agent.
-    if (p.proxy_type == DAT_PROXY_TYPE_NONE || p.proxy_type == DAT_PROXY_TYPE_FD ||
-        (p.proxy_type == DAT_PROXY_TYPE_AGENT && p.proxy.agent.proxy_agent_func == nullptr))
+    // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type (NONE or
+    // AGENT here; FD only for dat_cno_fd_create's CNOs): the agent itself must read as NULL.
+    if ((p.proxy_type == DAT_PROXY_TYPE_NONE || p.proxy_type == DAT_PROXY_TYPE_AGENT) &&
+        p.proxy.agent.proxy_agent_func == nullptr && p.proxy.agent.instance_data == nullptr)
         return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "proxy_type " << p.proxy_type << ", agent {instance_data "
                                          << p.proxy.agent.instance_data << ", proxy_agent_func "
@@ -88,7 +89,8 @@ protected:
         return evd;
     }
     DAT_CNO_PARAM query(DAT_CNO_HANDLE cno) {
-        DAT_CNO_PARAM p{};
+        DAT_CNO_PARAM p;
+        std::memset(&p, 0x55, sizeof p); // what the query leaves unwritten shows
         DAT_RETURN r = dat_cno_query(cno, DAT_CNO_FIELD_ALL, &p);
         EXPECT_EQ(r, DAT_SUCCESS) << "dat_cno_query -> " << conformance::ret_text(r);
         return p;
@@ -350,7 +352,24 @@ TEST_P(CnoTest, BadArguments) {
     // DAT_INVALID_PARAMETER "One of the parameters was invalid".
     EXPECT_DAT_INVALID_HANDLE(dat_cno_create(DAT_HANDLE_NULL, no_agent(), &cno), HandleKind::Ia);
     EXPECT_DAT_ERR(dat_cno_create(ia_.ia, no_agent(), nullptr), DAT_INVALID_PARAMETER, 0);
+    // dat_cno_create(3DAT), dat_cno_modify_agent(3DAT): "or the agent parameter is invalid":
+    // instance data for no function, refused alike by both.
+    int instance = 0;
+    const DAT_OS_WAIT_PROXY_AGENT half{&instance, nullptr};
+    EXPECT_DAT_ERR(dat_cno_create(ia_.ia, half, &cno), DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     cno = make_cno();
+    EXPECT_DAT_ERR(dat_cno_modify_agent(cno, half), DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
+    // dat_cno_query(3DAT): DAT_INVALID_PARAMETER "The cno_param_mask parameter is invalid."
+    DAT_CNO_PARAM param{};
+    EXPECT_DAT_ERR(dat_cno_query(cno, static_cast<DAT_CNO_PARAM_MASK>(0x100), &param), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG2);
+    EXPECT_DAT_ERR(dat_cno_query(cno, static_cast<DAT_CNO_PARAM_MASK>(~0u), &param), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG2);
+    for (DAT_CNO_PARAM_MASK m : {DAT_CNO_FIELD_IA_HANDLE, DAT_CNO_FIELD_PROXY_TYPE, DAT_CNO_FIELD_PROXY,
+                                 DAT_CNO_FIELD_ALL}) {
+        SCOPED_TRACE(::testing::Message() << "mask " << m);
+        EXPECT_DAT_OK(dat_cno_query(cno, m, &param));
+    }
     DAT_EVD_HANDLE fired = DAT_HANDLE_NULL;
     EXPECT_DAT_ERR(dat_cno_wait(cno, 0, nullptr), DAT_INVALID_PARAMETER, 0);
     EXPECT_DAT_INVALID_HANDLE(dat_cno_wait(DAT_HANDLE_NULL, 0, &fired), HandleKind::Cno);

@@ -372,6 +372,12 @@ TEST_P(LmrTest, SyncOnRegisteredRangesSucceeds) {
                                        {vaddr(buffer_.data() + kLen - 1), 1, lmr.lmr_context}};
     EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, several, 3));
     EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, several, 3));
+    // dat.h, DAT_LMR_TRIPLET: "When 0 is specified for the segment_length then the other two
+    // elements of the dat_lmr_triplet are irrelevant and can be invalid."
+    const DAT_LMR_TRIPLET with_empty[] = {{vaddr(buffer_.data() + 100), 1000, lmr.lmr_context},
+                                          {0xdead, 0, lmr.lmr_context ^ 0x5a5a5a5au}};
+    EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, with_empty, 2));
+    EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, with_empty, 2));
     EXPECT_DAT_OK(dat_lmr_free(other.handle));
     EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
 }
