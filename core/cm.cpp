@@ -338,6 +338,8 @@ DAT_RETURN ep_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR addr, DAT_CONN
             return r;
         if (!addr || (addr->sa_family != AF_INET && addr->sa_family != AF_INET6))
             return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+        if (timeout == 0) // dat_ep_connect(3DAT): timeout "Values must be positive."
+            return invalid_arg(4);
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 5))
             return r;
         if (DAT_RETURN r = check_qos(qos, 7))
@@ -359,6 +361,8 @@ DAT_RETURN ep_dup_connect(DAT_EP_HANDLE ep_handle, DAT_EP_HANDLE dup_handle, DAT
             return r;
         if (DAT_RETURN r = handle_cast_in(ep->ia, dup_handle, dup, DAT_INVALID_HANDLE2))
             return r;
+        if (timeout == 0) // dat_ep_dup_connect(3DAT): timeout "Values must be positive."
+            return invalid_arg(3);
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
             return r;
         if (DAT_RETURN r = check_qos(qos, 6))
@@ -547,6 +551,8 @@ DAT_RETURN ep_common_connect(DAT_EP_HANDLE ep_handle, DAT_IA_ADDRESS_PTR address
             return r;
         if (!address || (address->sa_family != AF_INET && address->sa_family != AF_INET6))
             return DAT_ERROR(DAT_INVALID_ADDRESS, DAT_INVALID_ADDRESS_UNSUPPORTED);
+        if (timeout == 0) // as dat_ep_connect(3DAT)'s
+            return invalid_arg(3);
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 4))
             return r;
         // A Common Service Point is found by address and port alone.

@@ -194,6 +194,23 @@ __attribute__((noinline, cold)) DAT_RETURN flush_after_the_rest(Ep &ep, Op &op) 
     return DAT_SUCCESS;
 }
 
+// An RDMA Read's local segments cut to the `want` bytes it reads (no more
+// than `total`, theirs): the front ones whole, one in part, none after.
+__attribute__((cold)) void trim_segments(Segment *segs, int &nsegs, std::uint64_t &total, std::uint64_t want) {
+    if (want == total)
+        return;
+    std::uint64_t left = want;
+    int n = 0;
+    while (n < nsegs && left > 0) {
+        if (segs[n].length > left)
+            segs[n].length = static_cast<std::size_t>(left);
+        left -= segs[n].length;
+        ++n;
+    }
+    nsegs = n;
+    total = want;
+}
+
 // The connection ended between post_dto's first look at the state and its
 // record turning kPosted. A receive, and a request once the EP is
 // Disconnected, are flushed as if posted after (a request's flush takes
@@ -235,7 +252,7 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
     if (n > 0 && !iov)
         return invalid_arg(3);
     const int flags_arg = (kind == PostKind::kSend || recv) ? 5 : 6;
-    if (flags & ~kValidCompletionFlags)
+    if ((flags & ~kValidCompletionFlags) || (recv && (flags & kNotForReceives)))
         return invalid_arg(flags_arg);
     // dat_ep_post_send(3DAT) and the others: "The value of
     // DAT_COMPLETION_UNSIGNALLED_FLAG is only valid if the Endpoint Request
@@ -269,9 +286,18 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
     // exceed what the EP was created for (0: no limit was given).
     if (kind == PostKind::kSend && ep->attr.max_message_size && total > ep->attr.max_message_size)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
-    // dat_ep_post_rdma_read(3DAT), _write: the remote buffer holds it all.
-    if ((kind == PostKind::kRdmaRead || kind == PostKind::kRdmaWrite) && total > remote->segment_length)
+    // dat_ep_post_rdma_write(3DAT): all of the local data goes, so the remote
+    // buffer must hold it. dat_ep_post_rdma_read(3DAT): all of the remote
+    // data comes, into the local segments in order ("only one segment is
+    // partially filled"), so they must hold it; those past it are not used.
+    // An atomic (a read with `ext`) takes one word of its remote buffer.
+    if ((kind == PostKind::kRdmaWrite || (kind == PostKind::kRdmaRead && ext)) && total > remote->segment_length)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+    if (kind == PostKind::kRdmaRead && !ext) {
+        if (remote->segment_length > total)
+            return DAT_ERROR(DAT_LENGTH_ERROR, 0);
+        trim_segments(segs, nsegs, total, remote->segment_length);
+    }
     const Capabilities &caps = ep->ia->caps;
     if ((flags & DAT_COMPLETION_BARRIER_FENCE_FLAG) && !recv && !caps.fence && state == DAT_EP_STATE_CONNECTED)
         if (DAT_RETURN r = wait_for_reads(*ep))

@@ -46,6 +46,17 @@ DAT_RETURN check_attr(const Ia &ia, const DAT_EP_ATTR &a, int arg) {
         return invalid_arg(arg);
     if ((a.recv_completion_flags & ~kValidCompletionFlags) || (a.request_completion_flags & ~kValidCompletionFlags))
         return invalid_arg(arg);
+    // dat_ep_modify(3DAT): "Recv posting does not support
+    // DAT_COMPLETION_SUPPRESS_FLAG or DAT_COMPLETION_BARRIER_FENCE_FLAG".
+    if (a.recv_completion_flags & kNotForReceives)
+        return invalid_arg(arg);
+    if (a.max_rdma_read_in < 0 || a.max_rdma_read_out < 0)
+        return invalid_arg(arg);
+    // Not a DAT_QOS value; a value the IA does not offer is left to the
+    // connect, which names it (DAT_MODEL_NOT_SUPPORTED).
+    constexpr unsigned kQos = DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
+    if (static_cast<unsigned>(a.qos) & ~kQos)
+        return invalid_arg(arg);
     return DAT_SUCCESS;
 }
 
@@ -318,6 +329,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
                 a.max_message_size = p.max_message_size;
             if (mask & DAT_EP_FIELD_EP_ATTR_MAX_RDMA_SIZE)
                 a.max_rdma_size = p.max_rdma_size;
+            if (mask & DAT_EP_FIELD_EP_ATTR_QOS)
+                a.qos = p.qos;
             if (mask & DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS)
                 a.recv_completion_flags = p.recv_completion_flags;
             if (mask & DAT_EP_FIELD_EP_ATTR_REQUEST_COMPLETION_FLAGS)
@@ -377,10 +390,27 @@ DAT_RETURN ep_get_status(DAT_EP_HANDLE ep_handle, DAT_EP_STATE *state, DAT_BOOLE
         return r;
     if (state)
         *state = ep->state.load();
+    // A flushed record stays counted until the transport's late completion
+    // for it comes (or never, for a connection it dropped), but the
+    // consumer has had its completion: only posted and held ones are
+    // outstanding (dat_ep_get_status(3DAT)).
+    auto idle = [ep](const std::atomic<int> &counted, bool recv) {
+        if (counted.load() == 0)
+            return DAT_TRUE;
+        if (recv && ep->srq)
+            return DAT_FALSE; // its receives are the SRQ's records, counted here as the EP takes them
+        std::lock_guard<Lock> lock(ep->ops_mu);
+        for (const Op &op : ep->ops) {
+            const auto st = op.state.load(std::memory_order_relaxed);
+            if (op.is_recv == recv && (st == Op::kPosted || st == Op::kHeld))
+                return DAT_FALSE;
+        }
+        return DAT_TRUE;
+    };
     if (recv_idle)
-        *recv_idle = ep->recvs_posted.load() == 0 ? DAT_TRUE : DAT_FALSE;
+        *recv_idle = idle(ep->recvs_posted, true);
     if (request_idle)
-        *request_idle = ep->requests_posted.load() == 0 ? DAT_TRUE : DAT_FALSE;
+        *request_idle = idle(ep->requests_posted, false);
     return DAT_SUCCESS;
 }
 

@@ -10,6 +10,9 @@ namespace dat2::kit {
 inline constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_COMPLETION_FLAGS>(
     DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
     DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
+// The flags a receive cannot carry (dat_ep_modify(3DAT), dat_ep_post_recv(3DAT)).
+inline constexpr DAT_COMPLETION_FLAGS kNotForReceives =
+    static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG);
 
 // The length of a ring that holds at least `n` entries: a power of two, so
 // that an index wraps with a mask (no division on the post and poll paths).

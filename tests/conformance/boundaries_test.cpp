@@ -3,6 +3,7 @@
 // the IA reports: each is refused with the man page's code, never posted to
 // a transport that cannot carry it.
 #include "conformance.hpp"
+#include "connected.hpp"
 
 #include <cstring>
 
@@ -89,6 +90,34 @@ TEST_P(BoundariesTest, EndpointAttributesBeyondTheIaAreInvalidParameter) {
     attr.max_request_iov = 1;
     attr.max_recv_iov = ia_attr.max_iov_segments_per_dto + 1;
     EXPECT_DAT_ERR(dat_ep_create(a_.ia, a_.pz, evd, evd, DAT_HANDLE_NULL, &attr, &ep), DAT_INVALID_PARAMETER, 0);
+    attr.max_recv_iov = 1;
+    // Attributes no EP can have, at creation and in dat_ep_modify(3DAT): negative
+    // RDMA Read counts, a qos that is no DAT_QOS value, and receive completion
+    // flags that "Recv posting does not support" (dat_ep_modify(3DAT)).
+    DAT_EP_HANDLE quiet = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_ep_create(a_.ia, a_.pz, evd, evd, DAT_HANDLE_NULL, &attr, &quiet));
+    auto refused = [&](const char *what, DAT_EP_PARAM_MASK field, auto change) {
+        SCOPED_TRACE(what);
+        DAT_EP_ATTR bad = attr;
+        change(bad);
+        DAT_EP_HANDLE none = DAT_HANDLE_NULL;
+        EXPECT_DAT_ERR(dat_ep_create(a_.ia, a_.pz, evd, evd, DAT_HANDLE_NULL, &bad, &none), DAT_INVALID_PARAMETER, 0);
+        EXPECT_EQ(none, DAT_HANDLE_NULL);
+        DAT_EP_PARAM param{};
+        param.ep_attr = bad;
+        EXPECT_DAT_ERR(dat_ep_modify(quiet, field, &param), DAT_INVALID_PARAMETER, 0);
+    };
+    refused("max_rdma_read_in -1", DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_IN,
+            [](DAT_EP_ATTR &a) { a.max_rdma_read_in = -1; });
+    refused("max_rdma_read_out -7", DAT_EP_FIELD_EP_ATTR_MAX_RDMA_READ_OUT,
+            [](DAT_EP_ATTR &a) { a.max_rdma_read_out = -7; });
+    refused("qos 0x40", DAT_EP_FIELD_EP_ATTR_QOS, [](DAT_EP_ATTR &a) { a.qos = static_cast<DAT_QOS>(0x40); });
+    refused("recv_completion_flags SUPPRESS", DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS,
+            [](DAT_EP_ATTR &a) { a.recv_completion_flags = DAT_COMPLETION_SUPPRESS_FLAG; });
+    refused("recv_completion_flags BARRIER_FENCE", DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS,
+            [](DAT_EP_ATTR &a) { a.recv_completion_flags = DAT_COMPLETION_BARRIER_FENCE_FLAG; });
+    EXPECT_EQ(conformance::query_ep_attr(quiet).recv_completion_flags, DAT_COMPLETION_DEFAULT_FLAG) << "a refused modify changed it";
+    EXPECT_DAT_OK(dat_ep_free(quiet));
     EXPECT_DAT_OK(dat_evd_free(evd));
 }
 

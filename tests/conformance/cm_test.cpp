@@ -663,13 +663,16 @@ TEST_P(CmTest, DupConnectBadArguments) {
                    DAT_MODEL_NOT_SUPPORTED, 0);
     EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, kEventTimeoutUs, 0, nullptr, static_cast<DAT_QOS>(0x100)),
                    DAT_INVALID_PARAMETER, DAT_INVALID_ARG6);
+    // timeout: "Values must be positive."
+    EXPECT_DAT_ERR(dat_ep_dup_connect(dup, client.ep, 0, 0, nullptr, DAT_QOS_BEST_EFFORT), DAT_INVALID_PARAMETER,
+                   DAT_INVALID_ARG3);
     // Refused calls send nothing and leave the Endpoint as it was.
     EXPECT_EQ(ep_state(dup), DAT_EP_STATE_UNCONNECTED);
     EXPECT_TRUE(no_event(server.cr_evd));
     EXPECT_DAT_OK(dat_ep_free(dup));
 }
 
-TEST_P(CmTest, ConnectWithAnUnsupportedQosIsModelNotSupported) {
+TEST_P(CmTest, ConnectWithAnUnsupportedQosOrNoTimeoutIsRefused) {
     // dat_ep_connect(3DAT): "If the local Provider or Transport does not support the requested
     // qos, the operation fails and DAT_MODEL_NOT_SUPPORTED is returned synchronously."
     DAT_PROVIDER_ATTR pa{};
@@ -681,6 +684,10 @@ TEST_P(CmTest, ConnectWithAnUnsupportedQosIsModelNotSupported) {
     EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, kEventTimeoutUs, 0, nullptr,
                                   static_cast<DAT_QOS>(0x40), DAT_CONNECT_DEFAULT_FLAG),
                    DAT_INVALID_PARAMETER, DAT_INVALID_ARG7);
+    // dat_ep_connect(3DAT): timeout "Values must be positive."
+    EXPECT_DAT_ERR(dat_ep_connect(client.ep, server_addr.ptr(), port, 0, 0, nullptr, DAT_QOS_BEST_EFFORT,
+                                  DAT_CONNECT_DEFAULT_FLAG),
+                   DAT_INVALID_PARAMETER, DAT_INVALID_ARG4);
     EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
     EXPECT_TRUE(no_event(server.cr_evd));
 }

@@ -519,6 +519,42 @@ TEST_P(DisconnectTest, DtosPostedAfterDisconnectAreFlushed) {
     EXPECT_TRUE(no_event(server.recv_evd));
 }
 
+// dat_ep_get_status(3DAT): "A recv_idle value of DAT_TRUE specifies that there are no
+// outstanding or in-progress Receive DTOs at the Endpoint". Receives the transport
+// had when the connection broke (over tcp a message longer than its receive breaks
+// it) are flushed; once their events are taken, none is outstanding, whether or
+// not the transport ever reports them itself.
+TEST_P(DisconnectTest, ReceivesFlushedWhenTheConnectionBrokeAreNotOutstanding) {
+    Buffer r, s;
+    ASSERT_DAT_OK(server.register_buffer(r, 4096));
+    ASSERT_DAT_OK(client.register_buffer(s, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET small = r.iov(0, 16), big = s.iov(0, 64);
+    ASSERT_DAT_OK(dat_ep_post_recv(server.ep, 1, &small, cookie(1), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &big, cookie(2), DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH) << event_text(ev);
+    ASSERT_TRUE(wait_dto(client.req_evd, &ev));
+    DAT_LMR_TRIPLET room = s.iov(1024, 64);
+    ASSERT_DAT_OK(dat_ep_post_recv(client.ep, 1, &room, cookie(3), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(dat_ep_post_recv(client.ep, 1, &room, cookie(4), DAT_COMPLETION_DEFAULT_FLAG));
+    if (ep_state(client.ep) == DAT_EP_STATE_CONNECTED) // the transport kept the connection
+        ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_TRUE(wait_connection_end(client.conn_evd));
+    for (DAT_UINT64 ck = 3; ck <= 4; ++ck) {
+        ASSERT_TRUE(wait_dto(client.recv_evd, &ev)) << "receive " << ck << " was not flushed";
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, ck);
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+    }
+    DAT_EP_STATE st{};
+    DAT_BOOLEAN recv_idle = DAT_FALSE, req_idle = DAT_FALSE;
+    ASSERT_DAT_OK(dat_ep_get_status(client.ep, &st, &recv_idle, &req_idle));
+    EXPECT_EQ(st, DAT_EP_STATE_DISCONNECTED);
+    EXPECT_EQ(recv_idle, DAT_TRUE);
+    EXPECT_EQ(req_idle, DAT_TRUE);
+}
+
 // Connection after connection, the client sends messages the server never
 // posts receives for, and both sides end it. What an ended connection left
 // unreceived is the provider's to drop, not to keep: over a provider whose

@@ -934,7 +934,65 @@ TEST_P(DtoTest, RdmaReadScattersIntoSeveralLocalSegments) {
     EXPECT_EQ(d2.mismatch_byte(1500, 4096 - 1500, kCanary), -1);
 }
 
+// dat_ep_post_rdma_read(3DAT): "the transfer of all the data specified by the
+// remote_buffer ... into the local_iov", front segments filled first, "only one
+// segment is partially filled, if needed"; DAT_LENGTH_ERROR "The size of the local
+// buffer is too small for the data of the remote buffer."
+TEST_P(DtoTest, RdmaReadBringsAllOfTheRemoteBufferIntoTheFrontOfTheLocalSegments) {
+    const bool two = cattr().max_rdma_read_iov >= 2;
+    Buffer t, d1, d2;
+    ASSERT_DAT_OK(server.register_buffer(t, 8192, kRemoteRead));
+    ASSERT_DAT_OK(client.register_buffer(d1, 4096));
+    ASSERT_DAT_OK(client.register_buffer(d2, 4096));
+    t.fill(0x43);
+    d1.fill_byte(kCanary);
+    d2.fill_byte(kCanary);
+    sync_rdma_read(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    // Room for 4000 bytes (1000 + 3000, or 4000 in one), 1500 to read.
+    DAT_LMR_TRIPLET local[2] = {d1.iov(0, two ? 1000 : 4000), d2.iov(0, 3000)};
+    DAT_RMR_TRIPLET remote = t.rmr(100, 1500);
+    ASSERT_DAT_OK(
+        dat_ep_post_rdma_read(client.ep, two ? 2 : 1, local, cookie(0xA2), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xA2, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 1500u);
+    if (two) {
+        EXPECT_EQ(d1.mismatch(0, 1000, 0x43, 100), -1);
+        EXPECT_EQ(d2.mismatch(0, 500, 0x43, 1100), -1);
+        EXPECT_EQ(d2.mismatch_byte(500, 4096 - 500, kCanary), -1) << "read past the remote buffer";
+    } else {
+        EXPECT_EQ(d1.mismatch(0, 1500, 0x43, 100), -1);
+        EXPECT_EQ(d1.mismatch_byte(1500, 4096 - 1500, kCanary), -1) << "read past the remote buffer";
+    }
+    // Less room than the remote buffer holds.
+    d1.fill_byte(kCanary);
+    DAT_LMR_TRIPLET small = d1.iov(0, 1000);
+    EXPECT_DAT_ERR(dat_ep_post_rdma_read(client.ep, 1, &small, cookie(0xA3), &remote, DAT_COMPLETION_DEFAULT_FLAG),
+                   DAT_LENGTH_ERROR, 0);
+    EXPECT_TRUE(no_event(client.req_evd));
+    EXPECT_EQ(d1.mismatch_byte(0, 4096, kCanary), -1);
+}
+
 // ---- completion flags ---------------------------------------------------------------
+
+// dat_ep_modify(3DAT): "Recv posting does not support DAT_COMPLETION_SUPPRESS_FLAG or
+// DAT_COMPLETION_BARRIER_FENCE_FLAG"; dat_ep_post_recv(3DAT) lists neither.
+TEST_P(DtoTest, ReceiveWithSuppressOrFenceIsInvalidParameter) {
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x07, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (DAT_COMPLETION_FLAGS f : {DAT_COMPLETION_SUPPRESS_FLAG, DAT_COMPLETION_BARRIER_FENCE_FLAG}) {
+        SCOPED_TRACE(::testing::Message() << "completion_flags " << f);
+        DAT_LMR_TRIPLET t = r.iov(0, 4096);
+        EXPECT_DAT_ERR(dat_ep_post_recv(server.ep, 1, &t, cookie(0x70), f), DAT_INVALID_PARAMETER, DAT_INVALID_ARG5);
+    }
+    EXPECT_TRUE(no_event(server.recv_evd));
+    DAT_EP_STATE state{};
+    DAT_BOOLEAN recv_idle = DAT_FALSE, request_idle = DAT_FALSE;
+    ASSERT_DAT_OK(dat_ep_get_status(server.ep, &state, &recv_idle, &request_idle));
+    EXPECT_EQ(recv_idle, DAT_TRUE) << "a refused receive was counted";
+}
 
 TEST_P(DtoTest, SuppressFlagGivesNoEventForASuccessfulSend) {
     Buffer s, r;

@@ -140,6 +140,7 @@ struct Side {
     DAT_RETURN read(DAT_UINT64 cookie, DAT_COMPLETION_FLAGS flags = kDefault) {
         DAT_LMR_TRIPLET t = iov(2048);
         DAT_RMR_TRIPLET r = remote();
+        r.segment_length = t.segment_length; // a read brings all of the remote buffer
         return dat_ep_post_rdma_read(ep, 1, &t, cookie_of(cookie), &r, flags);
     }
 
