@@ -294,8 +294,6 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             return DAT_ERROR(DAT_INVALID_STATE, 0);
         if ((mask & DAT_EP_FIELD_PZ_HANDLE) && !quiescent)
             return DAT_ERROR(DAT_INVALID_STATE, 0);
-        if (ep->recvs_posted.load() || ep->requests_posted.load())
-            return DAT_ERROR(DAT_INVALID_STATE, 0);
         Pz *pz = ep->pz;
         Evd *evds[3] = {ep->recv_evd, ep->request_evd, ep->connect_evd};
         if (mask & DAT_EP_FIELD_PZ_HANDLE)
@@ -358,6 +356,19 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             normalize_attr(a);
         }
         const bool rebind = pz != ep->pz || evds[0] != ep->recv_evd || evds[1] != ep->request_evd;
+        const bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
+        const DAT_EP_ATTR &was = ep->attr;
+        const bool remake = rebind || resize || a.max_recv_iov != was.max_recv_iov ||
+                            a.max_request_iov != was.max_request_iov || a.max_rdma_read_iov != was.max_rdma_read_iov ||
+                            a.max_rdma_write_iov != was.max_rdma_write_iov ||
+                            a.max_rdma_read_in != was.max_rdma_read_in || a.max_rdma_read_out != was.max_rdma_read_out;
+        // Receives posted before the connection stay with the EP: what would
+        // remake its records or its transport endpoint (the PZ, the EVDs, the
+        // queue sizes) waits until none is posted; dat_ep_modify(3DAT) lets
+        // the recv completion flags change only "before posting of any Recvs".
+        if ((ep->recvs_posted.load() || ep->requests_posted.load()) &&
+            (remake || a.recv_completion_flags != was.recv_completion_flags))
+            return DAT_ERROR(DAT_INVALID_STATE, 0);
         detach(*ep);
         ep->pz = pz;
         ep->recv_evd = evds[0];
@@ -369,11 +380,7 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         register_connect_evd(*ep);
         if (pz)
             pz->users.fetch_add(1);
-        bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
-        const DAT_EP_ATTR &was = ep->attr;
-        if (rebind || resize || a.max_recv_iov != was.max_recv_iov || a.max_request_iov != was.max_request_iov ||
-            a.max_rdma_read_iov != was.max_rdma_read_iov || a.max_rdma_write_iov != was.max_rdma_write_iov ||
-            a.max_rdma_read_in != was.max_rdma_read_in || a.max_rdma_read_out != was.max_rdma_read_out)
+        if (remake)
             ++ep->rebinds;
         ep->attr = a;
         count_notify_streams(*ep, +1);

@@ -974,6 +974,28 @@ TEST_P(DtoTest, RdmaReadBringsAllOfTheRemoteBufferIntoTheFrontOfTheLocalSegments
     EXPECT_EQ(d1.mismatch_byte(0, 4096, kCanary), -1);
 }
 
+// dat_ep_modify(3DAT) on an Unconnected EP whose receives are posted: what leaves
+// them as they are (the message size, the connection EVD) changes; the recv
+// completion flags may change only "before posting of any Recvs"; and the
+// receives still take the first messages of the connection.
+TEST_P(DtoTest, ModifyingAnUnconnectedEndpointKeepsItsPostedReceives) {
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x08, r, 4096));
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x80));
+    DAT_EP_PARAM p{};
+    p.ep_attr = query_ep_attr(server.ep);
+    p.ep_attr.max_message_size = 8192;
+    p.connect_evd_handle = server.conn_evd;
+    EXPECT_DAT_OK(dat_ep_modify(server.ep, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE | DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p));
+    EXPECT_EQ(query_ep_attr(server.ep).max_message_size, 8192u);
+    p.ep_attr.recv_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
+    EXPECT_DAT_ERR(dat_ep_modify(server.ep, DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS, &p), DAT_INVALID_STATE, 0);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(send(client.ep, s, 0, 100, 0x81));
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x80)) << "the receive posted before the modify";
+    EXPECT_EQ(r.mismatch(0, 100, 0x08, 0), -1);
+}
+
 // ---- completion flags ---------------------------------------------------------------
 
 // dat_ep_modify(3DAT): "Recv posting does not support DAT_COMPLETION_SUPPRESS_FLAG or
