@@ -40,6 +40,7 @@ inline DAT_RETURN call(const char *fn, const void *handle, DAT_RETURN_SUBTYPE in
     const DAT_PROVIDER *p = provider_of(handle);
     if (!dat2::registry::known_provider(p))
         return DAT_ERROR(DAT_INVALID_HANDLE, invalid);
+    dat2::registry::remember_page(handle);
     auto f = p->*Slot;
     if (!f)
         return DAT_NOT_IMPLEMENTED;
@@ -98,6 +99,7 @@ inline DAT_RETURN any_handle(DAT_HANDLE h, DAT_HANDLE *out) noexcept {
     }
     if (!dat2::registry::word_readable(h) || !dat2::registry::known_provider(provider_of(h)))
         return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+    dat2::registry::remember_page(h);
     *out = h;
     return DAT_SUCCESS;
 }

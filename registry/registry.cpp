@@ -29,24 +29,23 @@ std::atomic<const DAT_PROVIDER *> g_guarded_first{nullptr};
 std::atomic<std::uintptr_t> g_mapped_pages[kMappedPages];
 
 bool probe_mapped(const void *p) noexcept {
+    // Set when the kernel will not answer: every handle is then trusted to
+    // be mapped, as before the check, without a system call each time.
+    static std::atomic<bool> unchecked{false};
+    if (unchecked.load(std::memory_order_relaxed))
+        return true;
     // process_vm_readv on ourselves fails with EFAULT where a load would
     // fault, and reads nothing into our memory that a load would not.
     void *word[1];
     iovec local{word, sizeof word};
     iovec remote{const_cast<void *>(p), sizeof word};
     const ssize_t n = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
-    if (n == static_cast<ssize_t>(sizeof word)) {
-        const auto a = reinterpret_cast<std::uintptr_t>(p);
-        for (std::uintptr_t page : {a >> kPageShift, (a + sizeof word - 1) >> kPageShift})
-            g_mapped_pages[page & (kMappedPages - 1)].store(page, std::memory_order_relaxed);
+    if (n == static_cast<ssize_t>(sizeof word))
         return true;
-    }
     if (n >= 0 || errno == EFAULT) // a word read in part ends in unmapped memory
         return false;
-    // The call is not allowed here (a seccomp filter): as before, the
-    // handle is trusted to be mapped.
-    static std::atomic<bool> said{false};
-    if (!said.exchange(true))
+    // A seccomp filter or an old kernel: EPERM, ENOSYS.
+    if (!unchecked.exchange(true))
         DAT2_LOG(log::kGeneric, "process_vm_readv: %s: handles are not checked against unmapped memory",
                  std::strerror(errno));
     return true;

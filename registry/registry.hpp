@@ -56,16 +56,22 @@ inline bool known_provider(const DAT_PROVIDER *p) noexcept {
 
 // A consumer's handle may point anywhere, unmapped memory included (OFED's
 // library crashes there): its first word is read only once its page is
-// known to be mapped. Pages seen mapped are remembered in a small
-// direct-mapped cache, so a process's handles (a few pages of the kit's
-// arena, which is never unmapped) cost a compare; another page costs one
-// system call. A remembered page of a foreign provider's heap that is
-// later returned to the system is the one case left unguarded.
+// known to be mapped. A page is remembered once it held a provider's object
+// (a direct-mapped cache of 4096 pages, so that a process's handles, in a
+// few pages of the kit's arena, which is never unmapped, cost a compare);
+// any other page costs one system call. A remembered page of a foreign
+// provider's heap that is later returned to the system is the one case
+// left unguarded.
 inline constexpr std::size_t kPageShift = 12;
-inline constexpr std::size_t kMappedPages = 256; // a power of two
+inline constexpr std::size_t kMappedPages = 4096; // a power of two
 extern std::atomic<std::uintptr_t> g_mapped_pages[kMappedPages];
 // Whether the word at `p` is mapped, asking the kernel (registry.cpp).
 bool probe_mapped(const void *p) noexcept;
+// `p` is a provider's object: its page stays mapped.
+inline void remember_page(const void *p) noexcept {
+    const std::uintptr_t page = reinterpret_cast<std::uintptr_t>(p) >> kPageShift;
+    g_mapped_pages[page & (kMappedPages - 1)].store(page, std::memory_order_relaxed);
+}
 // The cache alone: no call, so that a dispatch that finds its page there
 // stays a tail call.
 inline bool page_known(const void *p) noexcept {

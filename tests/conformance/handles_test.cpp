@@ -160,14 +160,18 @@ TEST_P(HandlesTest, NullHandlesAreInvalidHandle) {
 }
 
 // A handle is a pointer the consumer may have made up: one into memory that
-// is not mapped, or whose first word runs into such memory, is as invalid
-// as any other (OFED's library faults on it).
+// is not mapped (never, or no longer), or whose first word runs into such
+// memory, is as invalid as any other (OFED's library faults on it).
 TEST_P(HandlesTest, HandlesIntoUnmappedMemoryAreInvalidHandle) {
     const long page = ::sysconf(_SC_PAGESIZE);
     void *m = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(m, MAP_FAILED);
     auto *first = static_cast<char *>(m);
-    std::memset(first, 0, page);
+    std::memset(first, 0, 2 * page);
+    // Refused while mapped (and holding no object), then unmapped: a
+    // check that remembered the page as readable would fault below.
+    for (HandleKind kind : {HandleKind::Pz, HandleKind::Evd, HandleKind::Any})
+        EXPECT_DAT_INVALID_HANDLE(conformance::query_as(kind, static_cast<DAT_HANDLE>(first + page)), kind);
     ASSERT_EQ(::munmap(first + page, page), 0);
     for (char *at : {first + page, first + page + 0x128, first + page - 4}) {
         SCOPED_TRACE(::testing::Message() << "handle " << static_cast<void *>(at) << " (page at " << m << ")");
