@@ -369,17 +369,20 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
         if ((ep->recvs_posted.load() || ep->requests_posted.load()) &&
             (remake || a.recv_completion_flags != was.recv_completion_flags))
             return DAT_ERROR(DAT_INVALID_STATE, 0);
+        // The new references before the old ones go: dat_evd_free and
+        // dat_pz_free look only at the count, and an EVD or PZ the EP keeps
+        // must not read as unused in between.
+        for (Evd *evd : evds)
+            if (evd)
+                evd->users.fetch_add(1);
+        if (pz)
+            pz->users.fetch_add(1);
         detach(*ep);
         ep->pz = pz;
         ep->recv_evd = evds[0];
         ep->request_evd = evds[1];
         ep->connect_evd = evds[2];
-        for (Evd *evd : evds)
-            if (evd)
-                evd->users.fetch_add(1);
         register_connect_evd(*ep);
-        if (pz)
-            pz->users.fetch_add(1);
         if (remake)
             ++ep->rebinds;
         ep->attr = a;
