@@ -316,10 +316,9 @@ void ConnectionReport::deliver() {
 // bits that are no DAT_QOS at all make argument `arg` invalid.
 namespace {
 DAT_RETURN check_qos(DAT_QOS qos, int arg) {
-    constexpr unsigned kKnown = DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
     if (qos == DAT_QOS_BEST_EFFORT)
         return DAT_SUCCESS;
-    if (static_cast<unsigned>(qos) & ~kKnown) {
+    if (!qos_known(qos)) {
         DAT2_LOG(log::kGeneric, "qos %#x is not a DAT_QOS value\n", static_cast<unsigned>(qos));
         return invalid_arg(arg);
     }

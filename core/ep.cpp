@@ -54,8 +54,7 @@ DAT_RETURN check_attr(const Ia &ia, const DAT_EP_ATTR &a, int arg) {
         return invalid_arg(arg);
     // Not a DAT_QOS value; a value the IA does not offer is left to the
     // connect, which names it (DAT_MODEL_NOT_SUPPORTED).
-    constexpr unsigned kQos = DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
-    if (static_cast<unsigned>(a.qos) & ~kQos)
+    if (!qos_known(a.qos))
         return invalid_arg(arg);
     return DAT_SUCCESS;
 }

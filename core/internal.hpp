@@ -10,6 +10,11 @@ namespace dat2::kit {
 inline constexpr DAT_COMPLETION_FLAGS kValidCompletionFlags = static_cast<DAT_COMPLETION_FLAGS>(
     DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_SOLICITED_WAIT_FLAG | DAT_COMPLETION_UNSIGNALLED_FLAG |
     DAT_COMPLETION_BARRIER_FENCE_FLAG | DAT_COMPLETION_EVD_THRESHOLD_FLAG);
+// Whether `qos` is made of DAT_QOS values only (DAT_QOS_BEST_EFFORT is 0).
+inline bool qos_known(DAT_QOS qos) {
+    constexpr unsigned kKnown = DAT_QOS_HIGH_THROUGHPUT | DAT_QOS_LOW_LATENCY | DAT_QOS_ECONOMY | DAT_QOS_PREMIUM;
+    return (static_cast<unsigned>(qos) & ~kKnown) == 0;
+}
 // The flags a receive cannot carry (dat_ep_modify(3DAT), dat_ep_post_recv(3DAT)).
 inline constexpr DAT_COMPLETION_FLAGS kNotForReceives =
     static_cast<DAT_COMPLETION_FLAGS>(DAT_COMPLETION_SUPPRESS_FLAG | DAT_COMPLETION_BARRIER_FENCE_FLAG);
