@@ -62,10 +62,10 @@ start_server() {
         spid=$!
         await_server "$server_wait" $probe "$port"
         rc=$?
-        # The kernel may still hold the previous case's rdma_cm id on the
-        # conn_qual a moment after that process exited (seen once with
-        # OFED's cma provider: psp_create DAT_CONN_QUAL_IN_USE right after
-        # dtest -W). A port our process never released would fail all three.
+        # The kernel may release the previous case's rdma_cm id on the
+        # conn_qual a moment after that process exited: a server refused
+        # with DAT_CONN_QUAL_IN_USE starts again, a little later. A port
+        # that stays taken (one a server never released) fails all three.
         [ $rc = 1 ] && [ $try -lt 3 ] && grep -q "DAT_CONN_QUAL_IN_USE" "$sout" || break
         echo "note: server try $try: its conn_qual was still in use; again in 2 s. The kernel's cm_ids:"
         rdma res show cm_id 2>/dev/null | sed 's/^/    /' | head -n 20
