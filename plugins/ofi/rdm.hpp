@@ -113,6 +113,16 @@ inline std::size_t rdm_iov(const kit::Segment *segs, int nsegs, iovec *iov, void
     return 1;
 }
 
+// An RDMA write's flags. Delivery completion: a write the target refuses
+// (key, range, access) fails at the initiator, and on shm it takes the
+// target's checked path even where the domain's ordering would allow the
+// other. Not for a write of no bytes: shm 1.17 never completes one asked for
+// delivery completion, and there is nothing to deliver or refuse (InfiniBand
+// checks no key for it either).
+inline std::uint64_t write_flags(std::uint64_t total) {
+    return total ? FI_COMPLETION | FI_DELIVERY_COMPLETE : FI_COMPLETION;
+}
+
 // The libfabric domain of a protection zone (rdm_mr.cpp), with its address
 // vector and null queue. A domain is the scope of libfabric's memory keys:
 // the target's endpoint looks a key up in its own domain only (shm's

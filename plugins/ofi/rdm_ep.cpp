@@ -800,11 +800,8 @@ inline ssize_t RdmTransport::submit(RdmEp &rep, kit::PostKind kind, RdmCtx &c, c
         return fi_tsendmsg(ep, &msg, flags);
     }
     fi_msg_rma msg{iov, desc, n, rep.peer, rma, 1, &c.part[0], 0};
-    // Delivery completion: a write the target refuses (key, range, access)
-    // fails here, and on shm it takes the target's checked path even if the
-    // domain's ordering would allow the other.
     if (kind == kit::PostKind::kRdmaWrite)
-        return fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+        return fi_writemsg(ep, &msg, flags); // with write_flags()
     return fi_readmsg(ep, &msg, FI_COMPLETION);
 }
 
@@ -906,7 +903,8 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         return r;
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
-    const std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    std::uint64_t total;
+    const std::size_t count = rdm_iov(segs, nsegs, iov, desc, &total);
     rep.requests_out.fetch_add(1, std::memory_order_relaxed);
     std::uint64_t flags = FI_COMPLETION, data = 0;
     fi_rma_iov rma{};
@@ -923,6 +921,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         rma = {remote->virtual_address, remote->segment_length, key};
         rma_posted(rep);
         if (kind == kit::PostKind::kRdmaWrite) {
+            flags = write_flags(total);
             if (fence_after_write_)
                 rep.wrote.store(true, std::memory_order_relaxed);
         } else {
@@ -1012,8 +1011,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     c.left = 2;
     fi_rma_iov rma{remote.virtual_address, remote.segment_length, key};
     fi_msg_rma wmsg{iov, desc, count, rep.peer, &rma, 1, &c.part[0], 0};
-    ssize_t rc =
-        post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, FI_COMPLETION | FI_DELIVERY_COMPLETE); });
+    ssize_t rc = post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, write_flags(total)); });
     if (rc) {
         c.left = 1;
         if (rc == -FI_EAGAIN)

@@ -339,6 +339,38 @@ TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
     EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
 }
 
+// A remote buffer of length 0: dat_ep_post_rdma_read(3DAT) transfers "all the
+// data specified by the remote_buffer", none here, and the read still completes;
+// a write of no local data (num_segments "Can be 0") completes too. Neither may
+// touch memory on either side, and the connection stays usable.
+TEST_P(DtoTest, ZeroLengthRdmaReadAndWriteComplete) {
+    Buffer t, d, s, r;
+    ASSERT_DAT_OK(server.register_buffer(t, 4096, static_cast<DAT_MEM_PRIV_FLAGS>(kRemoteRead | kRemoteWrite)));
+    ASSERT_DAT_OK(client.register_buffer(d, 4096));
+    t.fill(0x44);
+    d.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 64, 0x45, r, 64));
+    sync_rdma_read(server.ia.ia, t, 0, t.size);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_LMR_TRIPLET local = d.iov(0, 1000);
+    DAT_RMR_TRIPLET remote = t.rmr(100, 0);
+    ASSERT_DAT_OK(dat_ep_post_rdma_read(client.ep, 1, &local, cookie(0xB0), &remote, DAT_COMPLETION_DEFAULT_FLAG));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xB0, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 0u);
+    DAT_RMR_TRIPLET range = t.rmr(100, 64);
+    ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 0, nullptr, cookie(0xB1), &range, DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xB1, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 0u);
+    EXPECT_EQ(d.mismatch_byte(0, 4096, kCanary), -1);
+    EXPECT_EQ(t.mismatch(0, t.size, 0x44, 0), -1);
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 64, 0xB2));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0xB3));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0xB3));
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0xB2));
+    EXPECT_EQ(r.mismatch(0, 64, 0x45, 0), -1);
+}
+
 TEST_P(DtoTest, MaxMessageSizeSendRecv) {
     size_t n = std::min<size_t>({cattr().max_message_size, sattr().max_message_size, 1u << 20});
     ASSERT_GT(n, 0u);

@@ -205,6 +205,24 @@ TEST_P(ExtTest, WritesWithImmediateCompleteReceivesInPostingOrder) {
     EXPECT_EQ(target.mismatch(4 * 512, 104, 0x10, 4 * 512), -1);
 }
 
+// A write of no data (num_segments 0) still carries its immediate data: the
+// oldest receive completes with it and a written length of 0.
+TEST_P(ExtTest, WriteImmedOfNoDataStillDeliversTheImmediate) {
+    Buffer target, rbuf;
+    ASSERT_DAT_OK(server.register_buffer(target, 4096, kRemoteWrite));
+    target.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(server.post_recvs(rbuf, 1, 0x30, 64));
+    ASSERT_DAT_OK(write_immed(client.ep, nullptr, 0, target.rmr(0, 64), 0xD00Du, 0x31));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_ext(client.req_evd, 0x31, DAT_IB_RDMA_WRITE_IMMED, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 0u);
+    ASSERT_TRUE(wait_ext(server.recv_evd, 0x30, DAT_IB_RDMA_WRITE_IMMED_DATA, &ev));
+    EXPECT_EQ(ext_of(ev).val.immed.data, 0xD00Du);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, 0u);
+    EXPECT_EQ(target.mismatch_byte(0, 4096, kCanary), -1);
+}
+
 TEST_P(ExtTest, WriteImmedOnUnconnectedEndpointIsInvalidState) {
     Buffer src, target;
     ASSERT_DAT_OK(client.register_buffer(src, 256));
