@@ -214,6 +214,13 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
     const bool stale = block->retired.load(std::memory_order_acquire);
     if (!stale && op->is_recv && status == DAT_DTO_SUCCESS)
         static_cast<RdmEp *>(op->ep->tp)->msgs_in.fetch_add(1, std::memory_order_relaxed);
+    if (!stale && op->is_recv && status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED) {
+        // A receive the provider failed (a message it truncated) ends the
+        // connection too, as on InfiniBand: rxm's tcp drops its connection
+        // with it, and every later message would be lost without a word.
+        const std::uint64_t id = static_cast<RdmEp *>(op->ep->tp)->id;
+        loop().post([this, id] { break_connection(id); });
+    }
     if (!stale && !op->is_recv) {
         auto *rep = static_cast<RdmEp *>(op->ep->tp);
         if (status != DAT_DTO_SUCCESS) {

@@ -1310,6 +1310,48 @@ TEST_P(DtoTest, ReceiveBufferTooSmallIsLocalLengthError) {
     EXPECT_EQ(r.mismatch_byte(100, 4096 - 100, kCanary), -1) << "written beyond the receive buffer";
 }
 
+// The same for a receive of as many segments as the EP allows (no room left
+// for anything a transport might add behind them). Afterwards the connection
+// either still carries messages, or it has ended as InfiniBand's does after a
+// receive error: the server's next receive flushed and a connection event on
+// each side, without a further call of the client's. Never a message lost in
+// silence.
+TEST_P(DtoTest, ReceiveOfEverySegmentTooSmallIsLocalLengthError) {
+    const int n = std::min(sattr().max_recv_iov, 16);
+    ASSERT_GT(n, 0);
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 8192, 0x51, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::vector<DAT_LMR_TRIPLET> iov;
+    for (int i = 0; i < n; ++i)
+        iov.push_back(r.iov(100 * i, 10)); // 10 bytes each, 90 between them untouched
+    ASSERT_DAT_OK(dat_ep_post_recv(server.ep, n, iov.data(), cookie(0xF5), DAT_COMPLETION_DEFAULT_FLAG));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 10 * n + 1000, 0xF6));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xF5u);
+    EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH) << event_text(ev);
+    for (int i = 0; i < n; ++i)
+        EXPECT_EQ(r.mismatch_byte(100 * i + 10, 90, kCanary), -1) << "written after segment " << i;
+    EXPECT_EQ(r.mismatch_byte(100 * n, 4096 - 100 * n, kCanary), -1) << "written beyond the receive";
+    ASSERT_DAT_OK(recv(server.ep, r, 2000, 64, 0xF7));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0xF8));
+    ASSERT_TRUE(wait_dto(server.recv_evd, &ev));
+    const auto &d = ev.event_data.dto_completion_event_data;
+    EXPECT_EQ(d.user_cookie.as_64, 0xF7u);
+    if (d.status == DAT_DTO_SUCCESS) {
+        EXPECT_EQ(r.mismatch(2000, 64, 0x51, 0), -1);
+        return;
+    }
+    EXPECT_EQ(d.status, DAT_DTO_ERR_FLUSHED) << event_text(ev);
+    for (Side *side : {&server, &client}) {
+        ASSERT_DAT_OK(dat_evd_wait(side->conn_evd, 10'000'000, 1, &ev, nullptr));
+        EXPECT_TRUE(ev.event_number == DAT_CONNECTION_EVENT_BROKEN ||
+                    ev.event_number == DAT_CONNECTION_EVENT_DISCONNECTED)
+            << event_text(ev);
+    }
+}
+
 // The same for a message that takes the provider's large-message path
 // (shm copies one of 64 KiB or more through CMA, or in segments).
 TEST_P(DtoTest, LargeMessageIntoAShorterReceiveIsLocalLengthError) {
