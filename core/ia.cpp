@@ -136,7 +136,16 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
                 return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EVD_ASYNC);
             }
         }
-        if (async_qlen <= 0 || async_qlen > kMaxEvdQlen)
+        // dat_ia_open(3DAT): the queue is "at least equal to
+        // async_evd_min_qlen"; one longer than any EVD can be is refused, as
+        // dat_evd_create refuses it, rather than made shorter. Ignored with
+        // the Consumer's own EVD.
+        if (!borrowed && (async_qlen < 0 || async_qlen > kMaxEvdQlen)) {
+            DAT2_LOG(log::kGeneric, "dat_ia_open(%s): async_evd_min_qlen %d is outside 0..%d\n",
+                     static_cast<const char *>(name), static_cast<int>(async_qlen), static_cast<int>(kMaxEvdQlen));
+            return invalid_arg(2);
+        }
+        if (async_qlen == 0)
             async_qlen = 16;
         Ia *ia = make_object<Ia>(table, nullptr);
         if (!ia)

@@ -65,6 +65,28 @@ TEST_P(IaTest, OpenCreatesAsyncEvdWithAtLeastTheRequestedQueue) {
     EXPECT_EQ(param.ia_handle, a.ia);
 }
 
+// dat_ia_open(3DAT): "The Provider is required to provide a queue size at
+// least equal to async_evd_min_qlen": a length beyond any EVD's (the IA's
+// max_evd_qlen) is refused, not shortened; so is a negative one.
+TEST_P(IaTest, OpenRefusesAnAsyncQueueLongerThanAnyEvd) {
+    Ia a;
+    ASSERT_DAT_OK(a.open(name()));
+    DAT_IA_ATTR attr{};
+    ASSERT_DAT_OK(dat_ia_query(a.ia, nullptr, DAT_IA_FIELD_ALL, &attr, DAT_PROVIDER_FIELD_NONE, nullptr));
+    for (DAT_COUNT qlen : {attr.max_evd_qlen + 1, DAT_COUNT(0x7fffffff), DAT_COUNT(-1)}) {
+        DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+        DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+        SCOPED_TRACE("async_evd_min_qlen " + std::to_string(qlen));
+        EXPECT_DAT_ERR(dat_ia_open(conformance::ia_name_ptr(name()), qlen, &evd, &ia), DAT_INVALID_PARAMETER,
+                       DAT_INVALID_ARG2);
+        if (ia != DAT_HANDLE_NULL)
+            dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+    }
+    // 0 asks for no minimum.
+    Ia b;
+    ASSERT_DAT_OK(b.open(name(), 0));
+}
+
 TEST_P(IaTest, QueryReportsTheAsyncEvdOfTheOpen) {
     Ia a;
     ASSERT_DAT_OK(a.open(name()));
@@ -346,7 +368,8 @@ TEST_P(IaTest, ConsumerSuppliedAsyncEvdIsUsedAndNotDestroyedByClose) {
     // dat_ia_open(3DAT): "If async_evd_handle is not DAT_HANDLE_NULL, the Provider does not
     // create an Event Dispatcher ... The async_evd_handle value passed in by the Consumer must
     // be an asynchronous Event Dispatcher created for the same Provider" -- this one is.
-    DAT_RETURN r = dat_ia_open(conformance::ia_name_ptr(name()), 8, &passed, &second);
+    // "the Provider ignores the async_evd_min_qlen value": also one no EVD could have.
+    DAT_RETURN r = dat_ia_open(conformance::ia_name_ptr(name()), 0x7fffffff, &passed, &second);
     ASSERT_DAT_OK(r);
     // dat_ia_open(3DAT): the provider does not create an EVD; the handle is the one passed in.
     EXPECT_EQ(passed, async);
