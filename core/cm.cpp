@@ -167,31 +167,45 @@ void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata
 
 namespace {
 
-// Refuses a request no Connection Request object can carry.
-void refuse_request(Psp &psp, void *tp_request) {
+// Refuses a request no Connection Request object can carry, as the
+// provider: the requester sees DAT_CONNECTION_EVENT_NON_PEER_REJECTED.
+void refuse_request(Psp &psp, void *tp_request, const char *why) {
+    DAT2_LOG(log::kGeneric, "connection request on qualifier %llu refused: %s\n", (unsigned long long)psp.conn_qual,
+             why);
     Cr tmp; // never published: only carries the request to reject it
     tmp.tp = tp_request;
     tmp.ia = psp.ia;
     tmp.psp = &psp;
+    tmp.refused = true;
     psp.ia->transport->reject(tmp, nullptr, 0);
 }
 
+// dat_psp_create(3DAT): "The size of the event queue for the Event
+// Dispatcher controls the size of the backlog": a request its EVD has no
+// room for is refused, not kept beyond qlen.
+bool evd_has_room(Evd &evd) {
+    std::lock_guard<Lock> lock(evd.mu);
+    return evd.count + evd.spill.size() < static_cast<std::size_t>(evd.qlen);
+}
+
 // Gives `cr` (made, not yet published) to service point `sp`: the Endpoint
-// the request comes with, the CR arrival event. False: refused (the caller
-// rejects the request).
-bool deliver_request(Psp &sp, Cr &cr) {
+// the request comes with, the CR arrival event. Null, or why it is refused
+// (the caller rejects the request).
+const char *deliver_request(Psp &sp, Cr &cr) {
     Ia &ia = *sp.ia;
     cr.psp = &sp;
     cr.conn_qual = sp.conn_qual;
+    if (!evd_has_room(*sp.evd))
+        return "its service point's EVD holds qlen events (the backlog is the EVD's queue)";
     if (sp.type == DAT_HANDLE_TYPE_RSP) {
         // dat_rsp_create(3DAT): at most one request, for the RSP's Endpoint,
         // which moves from Reserved to Passive Connection Pending.
         auto &rsp = static_cast<Rsp &>(sp);
         if (rsp.used || !rsp.ep)
-            return false;
+            return "its reserved service point was already used";
         std::lock_guard<std::mutex> lock(rsp.ep->mu);
         if (rsp.ep->state.load() != DAT_EP_STATE_RESERVED)
-            return false;
+            return "the reserved service point's Endpoint is no longer Reserved";
         rsp.ep->state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
         rsp.used = true;
         cr.provider_ep = rsp.ep;
@@ -200,7 +214,7 @@ bool deliver_request(Psp &sp, Cr &cr) {
     } else if (sp.flags == DAT_PSP_PROVIDER_FLAG) {
         cr.provider_ep = ep_create_for_provider(ia, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
         if (!cr.provider_ep)
-            return false;
+            return "no Endpoint could be created for it";
         cr.provider_ep_is_providers = true;
     }
     ia_track(ia, &cr);
@@ -219,7 +233,7 @@ bool deliver_request(Psp &sp, Cr &cr) {
     d.cr_handle = &cr;
     d.truncate_flag = DAT_FALSE;
     evd_push(*sp.evd, e);
-    return true;
+    return nullptr;
 }
 
 } // namespace
@@ -233,8 +247,7 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     } catch (...) {
     }
     if (!cr) {
-        DAT2_ERR("connection request on qualifier %llu dropped: out of memory\n", (unsigned long long)psp.conn_qual);
-        refuse_request(psp, tp_request);
+        refuse_request(psp, tp_request, "out of memory");
         return;
     }
     cr->tp = tp_request;
@@ -246,11 +259,9 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
     if (pdata && pdata_len)
         std::memcpy(cr->private_data, pdata, pdata_len);
     cr->private_data_size = static_cast<DAT_COUNT>(pdata_len);
-    if (!deliver_request(psp, *cr)) {
-        DAT2_LOG(log::kGeneric, "connection request on qualifier %llu refused (reserved point already used)\n",
-                 (unsigned long long)psp.conn_qual);
+    if (const char *why = deliver_request(psp, *cr)) {
         destroy_object(cr);
-        refuse_request(psp, tp_request);
+        refuse_request(psp, tp_request, why);
     }
 }
 
@@ -527,7 +538,8 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
         moved->remote_port = cr->remote_port;
         std::memcpy(moved->private_data, cr->private_data, sizeof cr->private_data);
         moved->private_data_size = cr->private_data_size;
-        if (!deliver_request(*target, *moved)) {
+        if (const char *why = deliver_request(*target, *moved)) {
+            DAT2_LOG(log::kGeneric, "dat_cr_handoff to qualifier %llu: %s\n", (unsigned long long)handoff, why);
             destroy_object(moved);
             return DAT_ERROR(DAT_INVALID_STATE, 0); // e.g. an RSP whose request already came
         }

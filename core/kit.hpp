@@ -248,6 +248,9 @@ struct Cr : ObjectHeader {
     // Kept apart from `psp`, which dat_rsp_free clears while the request lives on.
     bool for_rsp = false;
     bool provider_ep_is_providers = false; // goes away unless the Consumer accepts on it
+    // Refused by the provider, not the Consumer: the requester sees
+    // DAT_CONNECTION_EVENT_NON_PEER_REJECTED (Transport::reject).
+    bool refused = false;
 };
 
 struct Ep : ObjectHeader {

@@ -555,11 +555,12 @@ DAT_RETURN OfiTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdat
     if (!req)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[512];
-    std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
+    // Unframed, a refusal by the provider reads as one from the network.
+    std::size_t len = cr.refused ? 0 : frame_cm_data(kCmReject, pdata, pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
     // Through the listener it came to, which stays open until this answer
     // even if its PSP was freed or the CR handed to another one.
-    if (int rc = fi_reject(req->listener->pep, req->info->handle, buf, len)) {
+    if (int rc = fi_reject(req->listener->pep, req->info->handle, len ? buf : nullptr, len)) {
         DAT2_ERR("%s: fi_reject: %s\n", name(), fi_text(rc));
         r = to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
     }

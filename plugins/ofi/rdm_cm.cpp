@@ -733,9 +733,13 @@ DAT_RETURN RdmTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdat
             return DAT_SUCCESS;
         if (c->state == RdmConn::kRequested) {
             rdmwire::Message m;
-            m.kind = rdmwire::kReject;
-            m.pdata = static_cast<const unsigned char *>(pdata);
-            m.pdata_len = pdata_len;
+            if (cr.refused) {
+                m.kind = rdmwire::kNoListener; // what a refusal by the provider looks like
+            } else {
+                m.kind = rdmwire::kReject;
+                m.pdata = static_cast<const unsigned char *>(pdata);
+                m.pdata_len = pdata_len;
+            }
             send_message(*c, m);
         }
         retire = detach_conn(id);

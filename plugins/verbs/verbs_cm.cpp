@@ -376,14 +376,21 @@ void VerbsTransport::on_connection_error(VerbsEp &vep, rdma_cm_event &event, kit
     if (state == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING) {
         DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED;
         switch (event.event) {
-        case RDMA_CM_EVENT_REJECTED:
-            // Our header with kind "reject" means the peer's consumer refused;
-            // a refusal without it comes from the CM (nobody listens).
+        case RDMA_CM_EVENT_REJECTED: {
+            // Our header with kind "reject" means the peer's consumer refused,
+            // "refuse" its provider; a refusal without either comes from the CM
+            // (nobody listens), or from a peer of another library's consumer.
+            const unsigned char *none;
+            std::size_t none_len;
+            if (unframe_cm_data(event.param.conn.private_data, event.param.conn.private_data_len, kCmRefuse, none,
+                                none_len))
+                break;
             if (unframe_cm_data(event.param.conn.private_data, event.param.conn.private_data_len, kCmReject, pdata,
                                 pdata_len) ||
                 event.status == kRejectConsumerDefined)
                 reason = DAT_CONNECTION_EVENT_PEER_REJECTED;
             break;
+        }
         case RDMA_CM_EVENT_ADDR_ERROR:
         case RDMA_CM_EVENT_ROUTE_ERROR:
         case RDMA_CM_EVENT_UNREACHABLE:
@@ -636,7 +643,8 @@ DAT_RETURN VerbsTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pd
     if (!req)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[kCmHeader + 256];
-    const std::size_t len = frame_cm_data(kCmReject, pdata, pdata_len, buf);
+    const std::size_t len =
+        cr.refused ? frame_cm_data(kCmRefuse, nullptr, 0, buf) : frame_cm_data(kCmReject, pdata, pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
     {
         std::lock_guard<std::mutex> lock(mu_);

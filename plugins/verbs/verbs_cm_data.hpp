@@ -14,7 +14,9 @@
 
 namespace dat2::verbs {
 
-enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3 };
+// kCmRefuse: the peer's provider refused the request (NON_PEER_REJECTED): a
+// reject from user space always reads as the consumer's to rdma_cm.
+enum CmKind : std::uint8_t { kCmConnect = 1, kCmAccept = 2, kCmReject = 3, kCmRefuse = 4 };
 inline constexpr std::size_t kCmHeader = 2;
 // Private data an IB/RoCE REQ carries in rdma_cm's TCP port space (92 bytes
 // minus rdma_cm's own 36-byte header); REP and REJ carry more.

@@ -69,14 +69,12 @@ TEST_P(SpTest, RspGeneratesAtMostOneRequest) {
     ASSERT_DAT_OK(dat_rsp_create(server.ia.ia, q, server.ep, server.cr_evd, &rsp));
     DAT_CR_HANDLE cr = request_to(q);
     ASSERT_NE(cr, DAT_HANDLE_NULL);
-    // A second client on the same qualifier is turned away by the provider.
+    // A second client on the same qualifier is turned away by the provider
+    // (dat_ep_connect(3DAT): NON_PEER_REJECTED, not by the remote Consumer).
     DAT_EP_HANDLE second = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(client.create_ep_on(&second, client.recv_evd, client.req_evd, client.conn_evd));
     ASSERT_DAT_OK(connect_ep(second, server_addr.ptr(), q));
-    DAT_EVENT ev{};
-    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED, &ev) ||
-                ev.event_number == DAT_CONNECTION_EVENT_NON_PEER_REJECTED)
-        << event_text(ev);
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED));
     EXPECT_TRUE(no_event(server.cr_evd));
     EXPECT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
     EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
@@ -296,6 +294,40 @@ TEST_P(SpTest, HandoffMovesTheRequestToAnotherServicePoint) {
     disconnect_pair(server);
     EXPECT_DAT_OK(dat_psp_free(other));
     EXPECT_DAT_OK(dat_evd_free(other_evd));
+}
+
+// dat_psp_create(3DAT): "The size of the event queue for the Event Dispatcher
+// controls the size of the backlog for the created Public Service Point." A
+// request the EVD has no room for is refused by the provider; once the
+// Consumer has dequeued, the next one comes.
+TEST_P(SpTest, PspBacklogIsTheQueueOfItsEvd) {
+    DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(
+        dat_evd_create(server.ia.ia, 1, DAT_HANDLE_NULL,
+                       static_cast<DAT_EVD_FLAGS>(DAT_EVD_CR_FLAG | DAT_EVD_SOFTWARE_FLAG), &evd));
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE small = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q, evd, DAT_PSP_CONSUMER_FLAG, &small));
+    int marker = 0;
+    DAT_EVENT se{};
+    se.event_number = DAT_SOFTWARE_EVENT;
+    se.event_data.software_event_data.pointer = &marker;
+    ASSERT_DAT_OK(dat_evd_post_se(evd, &se)); // the queue is full
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q));
+    DAT_EVENT ev{};
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED, &ev)) << event_text(ev);
+    ASSERT_TRUE(wait_event(evd, DAT_SOFTWARE_EVENT, &ev));
+    EXPECT_TRUE(no_event(evd)) << "the refused request reached the EVD";
+    DAT_EP_HANDLE second = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&second, client.recv_evd, client.req_evd, client.conn_evd));
+    ASSERT_DAT_OK(connect_ep(second, server_addr.ptr(), q));
+    ASSERT_TRUE(wait_event(evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    EXPECT_EQ(ev.event_data.cr_arrival_event_data.sp_handle.psp_handle, small);
+    EXPECT_DAT_OK(dat_cr_reject(ev.event_data.cr_arrival_event_data.cr_handle, 0, nullptr));
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_PEER_REJECTED));
+    EXPECT_DAT_OK(dat_ep_free(second));
+    EXPECT_DAT_OK(dat_psp_free(small));
+    EXPECT_DAT_OK(dat_evd_free(evd));
 }
 
 // ---- 64-bit connection qualifiers -------------------------------------------------------

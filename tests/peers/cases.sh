@@ -398,8 +398,8 @@ run_fft_queryinfo() {
 # failure path keeps the RSP (hence its dat_evd_free and graceful
 # dat_ia_close complaints). Judged: the request reaches the RSP's EVD with
 # the RSP's qualifier and a CR handle, dapltest's reject reaches the client
-# as DAT_CONNECTION_EVENT_PEER_REJECTED, the RSP refuses every retry, and no
-# side reports anything else.
+# as DAT_CONNECTION_EVENT_PEER_REJECTED, the RSP refuses every retry (the
+# provider's refusal: NON_PEER_REJECTED), and no side reports anything else.
 run_transaction_rsp() {
     local allowed
     dapltest_server
@@ -411,7 +411,7 @@ run_transaction_rsp() {
     need "$sout" "PSP mismatch \(got 0x\(nil\) wanted 0x" "the RSP request's sp_handle is not DAT_HANDLE_NULL (dat.h)"
     refuse "$sout" "conn_qual mismatch|NULL cr_handle|dat_cr_reject error" "the RSP request was wrong"
     need "$cout" "conn_event_wait DAT_CONNECTION_EVENT_PEER_REJECTED" "the client saw no PEER_REJECTED"
-    refuse_except "$cout" "^Warning: conn_event_wait DAT_CONNECTION_EVENT_PEER_REJECTED\$|retrying connection\.\.\.\$|dat_ep_disconnect \(abrupt\) #0 error DAT_INVALID_STATE DAT_INVALID_STATE_EP_UNCONNECTED\$" \
+    refuse_except "$cout" "^Warning: conn_event_wait DAT_CONNECTION_EVENT_(NON_)?PEER_REJECTED\$|retrying connection\.\.\.\$|dat_ep_disconnect \(abrupt\) #0 error DAT_INVALID_STATE DAT_INVALID_STATE_EP_UNCONNECTED\$" \
         "$bad_lines|syntax|usage" "client reports besides the rejections"
     allowed='^Test Error: Server CR data problem|PSP mismatch \(got 0x\(nil\)|dat_ep_disconnect \(abrupt\) #0 error DAT_INVALID_STATE DAT_INVALID_STATE_EP_UNCONNECTED|dat_evd_free \(creq\) error: DAT_INVALID_STATE DAT_INVALID_STATE_EVD_IN_USE'
     refuse_except "$sout" "$allowed" "$bad_lines" "server reports besides dapltest's documented sp_handle check"
