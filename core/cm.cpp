@@ -92,6 +92,7 @@ DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_T
         std::memset(&ep.remote, 0, sizeof ep.remote);
         std::memcpy(&ep.remote, addr, sockaddr_size(addr));
         ep.remote_port = qual;
+        ep.local_port = 0; // this connection's is known once established, not the last one's
         ep.state.store(DAT_EP_STATE_ACTIVE_CONNECTION_PENDING);
     }
     if (timeout != DAT_TIMEOUT_INFINITE)

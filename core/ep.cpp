@@ -468,6 +468,7 @@ DAT_RETURN ep_reset(DAT_EP_HANDLE ep_handle) {
         std::lock_guard<std::mutex> lock(ep->mu);
         std::memset(&ep->remote, 0, sizeof ep->remote);
         ep->remote_port = 0;
+        ep->local_port = 0;
         ep->state.store(DAT_EP_STATE_UNCONNECTED);
         return DAT_SUCCESS;
     });

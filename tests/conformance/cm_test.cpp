@@ -568,6 +568,11 @@ TEST_P(CmTest, ResetThenReconnectTheSameEndpoints) {
         ASSERT_DAT_OK(dat_ep_reset(server.ep));
         ASSERT_EQ(ep_state(client.ep), DAT_EP_STATE_UNCONNECTED);
         ASSERT_EQ(ep_state(server.ep), DAT_EP_STATE_UNCONNECTED);
+        // The ended connection's ports are not reported as the next one's.
+        DAT_EP_PARAM p{};
+        ASSERT_DAT_OK(dat_ep_query(client.ep, DAT_EP_FIELD_ALL, &p));
+        EXPECT_EQ(p.local_port_qual, 0u);
+        EXPECT_EQ(p.remote_port_qual, 0u);
     }
 }
 
