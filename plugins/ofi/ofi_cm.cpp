@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
@@ -344,6 +345,19 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     opsp->port = port;
     const char *step = "fi_passive_ep";
     rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
+    if (rc) {
+        // Out of descriptors, perhaps held by freed PSPs' listeners that
+        // linger: those of this IA go now, and the listener is made again.
+        const int err = errno;
+        loop().submit([this] { close_listener_on(0); }).wait_for(std::chrono::seconds(5));
+        rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
+        if (rc && (err == EMFILE || err == ENFILE || errno == EMFILE || errno == ENFILE)) {
+            DAT2_ERR("%s: fi_passive_ep on qualifier %llu: %s (no file descriptor left)\n", name(),
+                     static_cast<unsigned long long>(qual ? *qual : 0), fi_text(rc));
+            fi_freeinfo(pinfo);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+        }
+    }
     fi_freeinfo(pinfo);
     if (rc == 0) {
         step = "bind";
@@ -479,14 +493,15 @@ void OfiTransport::close_listener(OfiPsp *opsp) {
     delete opsp;
 }
 
-// On the loop: a new listener wants `port`. A freed PSP's listener on it
-// goes now, unless requests it gave the consumer are still unanswered.
+// On the loop: a new listener wants `port` (0: descriptors). A freed PSP's
+// listener on it goes now, unless requests it gave the consumer are still
+// unanswered.
 void OfiTransport::close_listener_on(std::uint16_t port) {
     std::vector<OfiPsp *> go;
     {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto &[f, opsp] : psps_) {
-            if (!opsp->closing || opsp->port != port || opsp->close_posted)
+            if (!opsp->closing || (port && opsp->port != port) || opsp->close_posted)
                 continue;
             if (opsp->requests) {
                 DAT2_LOG(log::kGeneric, "%s: port %u still serves %d unanswered connection requests of a freed PSP\n",

@@ -7,6 +7,8 @@
 #include "connected.hpp"
 
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <sys/resource.h>
 
 namespace {
 
@@ -328,6 +330,37 @@ TEST_P(SpTest, PspBacklogIsTheQueueOfItsEvd) {
     EXPECT_DAT_OK(dat_ep_free(second));
     EXPECT_DAT_OK(dat_psp_free(small));
     EXPECT_DAT_OK(dat_evd_free(evd));
+}
+
+// Creating and freeing PSPs in a loop under a tight descriptor limit: what a
+// freed PSP still holds must not make a later dat_psp_create_any fail.
+TEST_P(SpTest, PspsCreatedAndFreedInALoopDoNotRunOutOfDescriptors) {
+    int open_fds = 0;
+    if (DIR *d = opendir("/proc/self/fd")) {
+        while (readdir(d))
+            ++open_fds;
+        closedir(d);
+    }
+    rlimit old{};
+    ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+    rlimit tight = old;
+    tight.rlim_cur = static_cast<rlim_t>(open_fds + 32);
+    ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+    int done = 0;
+    DAT_RETURN r = DAT_SUCCESS;
+    for (; done < 200; ++done) {
+        DAT_CONN_QUAL q = 0;
+        DAT_PSP_HANDLE p = DAT_HANDLE_NULL;
+        if ((r = dat_psp_create_any(server.ia.ia, &q, server.cr_evd, DAT_PSP_CONSUMER_FLAG, &p)) != DAT_SUCCESS)
+            break;
+        if ((r = dat_psp_free(p)) != DAT_SUCCESS)
+            break;
+    }
+    setrlimit(RLIMIT_NOFILE, &old);
+    EXPECT_EQ(done, 200) << "stopped after " << done << " with " << ret_text(r) << " (limit " << tight.rlim_cur
+                         << " descriptors)";
+    // The service point still serves connections.
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
 }
 
 // ---- 64-bit connection qualifiers -------------------------------------------------------
