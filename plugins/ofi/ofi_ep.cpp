@@ -233,8 +233,11 @@ DAT_RETURN OfiTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
     } else {
         iovec iov[kit::kMaxIov];
         void *desc[kit::kMaxIov];
-        to_iov(segs, nsegs, iov, desc);
-        fi_rma_iov rma{remote->virtual_address, remote->segment_length, remote->rmr_context};
+        // The remote range as long as the data: a longer one makes tcp's
+        // target wait for bytes that never come (the kit made a read's
+        // local segments as long as its remote buffer).
+        const std::uint64_t total = to_iov(segs, nsegs, iov, desc);
+        fi_rma_iov rma{remote->virtual_address, total, remote->rmr_context};
         fi_msg_rma msg{};
         msg.msg_iov = iov;
         msg.desc = desc;

@@ -97,7 +97,7 @@ DAT_RETURN OfiTransport::post_write_immed(OfiEp &oep, kit::Op &op, const kit::Se
         slot->left = 2;
         slot->status = DAT_DTO_SUCCESS;
     }
-    fi_rma_iov rma{remote.virtual_address, remote.segment_length, remote.rmr_context};
+    fi_rma_iov rma{remote.virtual_address, total, remote.rmr_context}; // as long as the data (post())
     fi_msg_rma wmsg{};
     wmsg.msg_iov = iov;
     wmsg.desc = desc;

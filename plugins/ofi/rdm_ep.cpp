@@ -918,7 +918,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
             rep.wrote.exchange(false, std::memory_order_relaxed))
             flags |= FI_FENCE;
     } else {
-        rma = {remote->virtual_address, remote->segment_length, key};
+        rma = {remote->virtual_address, total, key}; // as long as the data (OfiTransport::post)
         rma_posted(rep);
         if (kind == kit::PostKind::kRdmaWrite) {
             flags = write_flags(total);
@@ -1009,7 +1009,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     if (total > kMaxImmedLength)
         return DAT_ERROR(DAT_LENGTH_ERROR, 0);
     c.left = 2;
-    fi_rma_iov rma{remote.virtual_address, remote.segment_length, key};
+    fi_rma_iov rma{remote.virtual_address, total, key};
     fi_msg_rma wmsg{iov, desc, count, rep.peer, &rma, 1, &c.part[0], 0};
     ssize_t rc = post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, write_flags(total)); });
     if (rc) {

@@ -922,6 +922,40 @@ TEST_P(DtoTest, RdmaWriteGathersSeveralLocalSegments) {
     EXPECT_EQ(t.mismatch_byte(3200, 8192 - 3200, kCanary), -1);
 }
 
+// dat_ep_post_rdma_write(3DAT): "the transfer of all the data specified by the
+// local_iov ... into the remote_buffer": a remote buffer longer than the data
+// takes the data at its start, write after write, and nothing past it.
+TEST_P(DtoTest, RdmaWritesShorterThanTheirRemoteBuffersComplete) {
+    constexpr int kWrites = 20;
+    Buffer s, t;
+    ASSERT_DAT_OK(client.register_buffer(s, 4096));
+    ASSERT_DAT_OK(server.register_buffer(t, 16384, kRemoteWrite));
+    s.fill(0x46);
+    t.fill_byte(kCanary);
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const bool back_to_back = cattr().max_request_dtos >= kWrites;
+    for (int i = 0; i < kWrites; ++i) {
+        DAT_LMR_TRIPLET local = s.iov(8 * i, 8);
+        DAT_RMR_TRIPLET remote = t.rmr(64 * i, 4096);
+        ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xC0 + i), &remote,
+                                             DAT_COMPLETION_DEFAULT_FLAG));
+        if (!back_to_back)
+            ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xC0 + i)) << "write " << i;
+    }
+    for (int i = 0; back_to_back && i < kWrites; ++i)
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xC0 + i)) << "write " << i;
+    Buffer ms, mr;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(ms, 64, 0x47, mr, 64));
+    ASSERT_DAT_OK(recv(server.ep, mr, 0, 64, 0xE0));
+    ASSERT_DAT_OK(send(client.ep, ms, 0, 64, 0xE1));
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xE0)) << "the connection carries nothing after the writes";
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xE1));
+    for (int i = 0; i < kWrites; ++i) {
+        EXPECT_EQ(t.mismatch(64 * i, 8, 0x46, 8 * i), -1) << "write " << i;
+        EXPECT_EQ(t.mismatch_byte(64 * i + 8, 56, kCanary), -1) << "written past the data of write " << i;
+    }
+}
+
 TEST_P(DtoTest, RdmaReadFetchesTheRemoteRange) {
     Buffer t, d;
     ASSERT_DAT_OK(server.register_buffer(t, 16384, kRemoteRead));
