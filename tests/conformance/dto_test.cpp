@@ -1418,6 +1418,43 @@ TEST_P(DtoTest, PostingMoreReceivesThanMaxRecvDtosIsInsufficientResources) {
     EXPECT_DAT_ERR(recv(server.ep, r, 64 * n, 64, n), DAT_INSUFFICIENT_RESOURCES, 0);
 }
 
+// The other way round: an EP takes as many receives as its max_recv_dtos, also
+// beyond a transport's default queue depth, posted before the connection and
+// after it, and each message takes the oldest.
+TEST_P(DtoTest, EndpointTakesAsManyReceivesAsItsMaxRecvDtos) {
+    IaAttributes ia;
+    ASSERT_DAT_OK(ia.query(server.ia.ia));
+    const DAT_COUNT n = std::min<DAT_COUNT>(600, ia.ia.max_dto_per_ep);
+    server.free_ep();
+    DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
+    a.max_recv_dtos = n;
+    ASSERT_DAT_OK(server.create_ep(&a));
+    ASSERT_GE(query_ep_attr(server.ep).max_recv_dtos, n);
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 8 * n, 0, r, 8 * n));
+    for (DAT_COUNT i = 0; i < n; ++i)
+        std::memcpy(s.data + 8 * i, &i, sizeof i);
+    const DAT_COUNT window = std::max(1, std::min(32, cattr().max_request_dtos));
+    for (int round = 0; round < 2; ++round) {
+        SCOPED_TRACE(round == 0 ? "receives posted before the connection" : "receives posted on the connection");
+        for (DAT_COUNT i = 0; i < n; ++i)
+            ASSERT_DAT_OK(recv(server.ep, r, 8 * i, 8, i));
+        if (round == 0)
+            ASSERT_NO_FATAL_FAILURE(connect_pair());
+        for (DAT_COUNT i = 0; i < n; i += window) {
+            const DAT_COUNT k = std::min(window, n - i);
+            for (DAT_COUNT j = i; j < i + k; ++j)
+                ASSERT_DAT_OK(send(client.ep, s, 8 * j, 8, j));
+            for (DAT_COUNT j = i; j < i + k; ++j) {
+                ASSERT_TRUE(wait_dto_ok(client.req_evd, j)) << "send " << j;
+                ASSERT_TRUE(wait_dto_ok(server.recv_evd, j)) << "receive " << j;
+            }
+        }
+        EXPECT_EQ(std::memcmp(r.data, s.data, 8 * static_cast<size_t>(n)), 0) << "a message in the wrong receive";
+        r.fill_byte(kCanary);
+    }
+}
+
 TEST_P(DtoTest, SendOnUnconnectedEndpointIsInvalidState) {
     Buffer s;
     ASSERT_DAT_OK(client.register_buffer(s, 4096, DAT_MEM_PRIV_ALL_FLAG));
