@@ -33,7 +33,6 @@ inline std::uint64_t max_message_size(const fi_info &info) {
 // The IA attributes that follow from the provider's limits: `iov` local
 // segments per DTO, `rma_iov` per RDMA read or write (one remote segment).
 inline void fill_ia_limits(DAT_IA_ATTR &a, const fi_info &info, std::size_t iov, std::size_t rma_iov) {
-    a.max_dto_per_ep = 16384;
     a.max_rdma_read_per_ep_in = 64;
     a.max_rdma_read_per_ep_out = 64;
     a.max_iov_segments_per_dto = static_cast<DAT_COUNT>(iov);

@@ -265,6 +265,8 @@ private:
     void close_srq_queue(OfiEp &oep); // the EP is closed: drops what its queue holds
     // The largest shared receive context the domain makes (0: none usable).
     DAT_COUNT probe_srq_size();
+    // The deepest transmit (or receive) queue the provider gives an endpoint.
+    std::size_t deepest_queue(bool tx) const;
 
     // ---- extended DTOs (ofi_ext.cpp): atomics where the domain has them
     // (fi_query_atomic), write with immediate data where remote CQ data

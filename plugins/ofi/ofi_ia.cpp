@@ -222,6 +222,9 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     caps.max_private_data =
         static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size - sizeof(CmHeader)));
     max_srq_recvs_ = caps.max_srq_recvs = probe_srq_size();
+    // An EP's queues are made as deep as it asks (make_endpoint), up to this.
+    caps.max_dtos = static_cast<DAT_COUNT>(
+        std::min({static_cast<std::size_t>(caps.max_dtos), deepest_queue(true), deepest_queue(false)}));
     // No send with invalidate and no Endpoint-scoped windows: the provider
     // places a message and carries out later RDMA at the target in its own
     // progress, checking only the key's domain, before any code of ours
