@@ -435,6 +435,9 @@ private:
     // (mu_ held); fills `report`, returns the connection to retire.
     RdmConn *finish_disconnect(RdmEp &rep, kit::ConnectionReport &report);
     void break_connection(std::uint64_t ep_id);
+    // break_connection on the loop, from any thread: out of line, as the
+    // completion paths that ask for it rarely do.
+    __attribute__((cold, noinline)) void break_connection_later(std::uint64_t ep_id);
     // The connection of `rep` breaks because its libfabric endpoint will
     // not answer (mu_ held): the report goes into `broken` and the side
     // channel into dead_conns_, both finished by the loop once mu_ is

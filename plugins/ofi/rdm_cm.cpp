@@ -523,9 +523,12 @@ void RdmTransport::graceful_check(std::uint64_t ep_id) {
 // dat_ep_set_watermark's hard watermark, asked from inside a kit callback:
 // the loop breaks the connection (the peer sees the side channel close).
 DAT_RETURN RdmTransport::ep_break(kit::Ep &ep) {
-    const std::uint64_t id = rep_of(ep).id;
-    loop().post([this, id] { break_connection(id); });
+    break_connection_later(rep_of(ep).id);
     return DAT_SUCCESS;
+}
+
+void RdmTransport::break_connection_later(std::uint64_t ep_id) {
+    loop().post([this, ep_id] { break_connection(ep_id); });
 }
 
 void RdmTransport::break_connection(std::uint64_t ep_id) {

@@ -212,25 +212,24 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
     }
     kit::Op *op = block->base + index;
     const bool stale = block->retired.load(std::memory_order_acquire);
-    if (!stale && op->is_recv && status == DAT_DTO_SUCCESS)
-        static_cast<RdmEp *>(op->ep->tp)->msgs_in.fetch_add(1, std::memory_order_relaxed);
-    if (!stale && op->is_recv && status != DAT_DTO_SUCCESS && status != DAT_DTO_ERR_FLUSHED) {
-        // A receive the provider failed (a message it truncated) ends the
-        // connection too, as on InfiniBand: rxm's tcp drops its connection
-        // with it, and every later message would be lost without a word.
-        const std::uint64_t id = static_cast<RdmEp *>(op->ep->tp)->id;
-        loop().post([this, id] { break_connection(id); });
+    if (!stale && op->is_recv) {
+        auto *rep = static_cast<RdmEp *>(op->ep->tp);
+        if (status == DAT_DTO_SUCCESS)
+            rep->msgs_in.fetch_add(1, std::memory_order_relaxed);
+        else if (status != DAT_DTO_ERR_FLUSHED)
+            // A receive the provider failed (a message it truncated) ends
+            // the connection too, as on InfiniBand: rxm's tcp drops its
+            // connection with it, and later messages would be lost unseen.
+            break_connection_later(rep->id);
     }
     if (!stale && !op->is_recv) {
         auto *rep = static_cast<RdmEp *>(op->ep->tp);
-        if (status != DAT_DTO_SUCCESS) {
+        if (status != DAT_DTO_SUCCESS)
             // A request that failed ends the connection, as on InfiniBand
             // (the QP goes to the error state): rxm reports a write the
             // target refused as cancelled (tcp dropped its connection and
             // rxm makes a new one); the kit flushes what follows.
-            const std::uint64_t id = rep->id;
-            loop().post([this, id] { break_connection(id); });
-        }
+            break_connection_later(rep->id);
         rep->requests_out.fetch_sub(1, std::memory_order_relaxed);
         if (op->operation == DAT_DTO_RDMA_WRITE || op->operation == DAT_DTO_RDMA_READ ||
             op->ext != kit::ExtKind::kNone) {

@@ -835,7 +835,7 @@ bool RdmTransport::drain_deferred(RdmEp &rep) {
                      (void *)rep.owner, fi_text(static_cast<int>(rc)));
             request_unposted(rep, d.kind);
             give_back_ctx(*d.ctx);
-            loop().post([this, id = rep.id] { break_connection(id); });
+            break_connection_later(rep.id);
         }
         rep.deferred.pop_front();
     }
@@ -1041,7 +1041,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
              name(), (void *)rep.owner, fi_text(static_cast<int>(rc)));
     c.block->release();
     request_unposted(rep, kit::PostKind::kRdmaWrite);
-    loop().post([this, id = rep.id] { break_connection(id); });
+    break_connection_later(rep.id);
     return DAT_SUCCESS;
 }
 
