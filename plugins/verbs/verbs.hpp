@@ -140,6 +140,7 @@ public:
     void psp_close(kit::Psp &psp) override;
     DAT_RETURN accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, std::size_t pdata_len) override;
     DAT_RETURN reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) override;
+    void refuse(rdma_cm_id *id);
     void cr_release(kit::Cr &cr) override;
 
     DAT_RETURN post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,

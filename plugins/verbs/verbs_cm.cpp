@@ -93,7 +93,7 @@ void VerbsTransport::handle_cm_event(rdma_cm_event &event, kit::ConnectionReport
         const auto lkey = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(event.listen_id->context));
         auto it = psps_.find(lkey);
         if (it == psps_.end()) {
-            rdma_reject(event.id, nullptr, 0); // the PSP is going away
+            refuse(event.id); // the PSP is going away
             doomed_ids_.push_back(event.id);
             return;
         }
@@ -552,7 +552,7 @@ void VerbsTransport::on_connect_request(rdma_cm_event &event, VerbsPsp &psp, kit
     } catch (...) {
     }
     if (!req) {
-        rdma_reject(event.id, nullptr, 0);
+        refuse(event.id);
         doomed_ids_.push_back(event.id);
         return;
     }
@@ -621,7 +621,7 @@ DAT_RETURN VerbsTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, s
         if (rc) {
             // The QP may be half way: the accept completes with an error.
             DAT2_ERR("%s: accept: %s: %s\n", name(), step, std::strerror(rc));
-            rdma_reject(req->id, nullptr, 0);
+            refuse(req->id);
             doomed = req->id;
             vep.id = nullptr;
             end_connection(vep);
@@ -638,13 +638,19 @@ DAT_RETURN VerbsTransport::accept(kit::Cr &cr, kit::Ep &ep, const void *pdata, s
     return DAT_SUCCESS;
 }
 
+// A request refused by this provider, not its Consumer: the requester sees
+// NON_PEER_REJECTED (kCmRefuse).
+void VerbsTransport::refuse(rdma_cm_id *id) {
+    unsigned char buf[kCmHeader];
+    rdma_reject(id, buf, static_cast<std::uint8_t>(frame_cm_data(kCmRefuse, nullptr, 0, buf)));
+}
+
 DAT_RETURN VerbsTransport::reject(kit::Cr &cr, const void *pdata, std::size_t pdata_len) {
     auto *req = static_cast<Request *>(cr.tp);
     if (!req)
         return DAT_ERROR(DAT_INVALID_STATE, 0);
     unsigned char buf[kCmHeader + 256];
-    const std::size_t len =
-        cr.refused ? frame_cm_data(kCmRefuse, nullptr, 0, buf) : frame_cm_data(kCmReject, pdata, pdata_len, buf);
+    const std::size_t len = frame_cm_data(cr.refused ? kCmRefuse : kCmReject, pdata, cr.refused ? 0 : pdata_len, buf);
     DAT_RETURN r = DAT_SUCCESS;
     {
         std::lock_guard<std::mutex> lock(mu_);
