@@ -345,13 +345,13 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     opsp->port = port;
     const char *step = "fi_passive_ep";
     rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
-    if (rc) {
-        // Out of descriptors, perhaps held by freed PSPs' listeners that
-        // linger: those of this IA go now, and the listener is made again.
-        const int err = errno;
-        loop().submit([this] { close_listener_on(0); }).wait_for(std::chrono::seconds(5));
+    const auto out_of_fds = [] { return errno == EMFILE || errno == ENFILE; };
+    if (rc && out_of_fds()) {
+        // Perhaps held by freed PSPs' listeners that linger: those of this
+        // IA go now, and the listener is made again.
+        loop().call([this] { close_listener_on(0); });
         rc = fi_passive_ep(fabric_, pinfo, &opsp->pep, nullptr);
-        if (rc && (err == EMFILE || err == ENFILE || errno == EMFILE || errno == ENFILE)) {
+        if (rc && out_of_fds()) {
             DAT2_ERR("%s: fi_passive_ep on qualifier %llu: %s (no file descriptor left)\n", name(),
                      static_cast<unsigned long long>(qual ? *qual : 0), fi_text(rc));
             fi_freeinfo(pinfo);
@@ -505,7 +505,7 @@ void OfiTransport::close_listener_on(std::uint16_t port) {
                 continue;
             if (opsp->requests) {
                 DAT2_LOG(log::kGeneric, "%s: port %u still serves %d unanswered connection requests of a freed PSP\n",
-                         name(), unsigned(port), opsp->requests);
+                         name(), unsigned(opsp->port), opsp->requests);
                 continue;
             }
             opsp->close_posted = true;
