@@ -267,6 +267,7 @@ private:
     DAT_COUNT probe_srq_size();
     // The deepest transmit (or receive) queue the provider gives an endpoint.
     std::size_t deepest_queue(bool tx) const;
+    std::size_t max_tx_size_ = 0; // deepest_queue(true)
 
     // ---- extended DTOs (ofi_ext.cpp): atomics where the domain has them
     // (fi_query_atomic), write with immediate data where remote CQ data

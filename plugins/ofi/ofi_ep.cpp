@@ -157,9 +157,12 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     if (ep.srq)
         info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; // its receives come from the SRQ's context
     // Queues as deep as the EP's attributes: the provider's default (tcp:
-    // 256) would refuse the receives and requests beyond it.
-    info->tx_attr->size = std::max<std::size_t>(info->tx_attr->size, static_cast<std::size_t>(ep.attr.max_request_dtos));
-    info->rx_attr->size = std::max<std::size_t>(info->rx_attr->size, static_cast<std::size_t>(ep.attr.max_recv_dtos));
+    // 256) would refuse the receives and requests beyond it. Twice the
+    // requests where the provider allows: a write with immediate data takes
+    // two entries (ofi_ext.cpp).
+    const auto requests = static_cast<std::size_t>(ep.attr.max_request_dtos);
+    info->tx_attr->size = std::max(info->tx_attr->size, std::min(2 * requests, std::max(max_tx_size_, requests)));
+    info->rx_attr->size = std::max(info->rx_attr->size, static_cast<std::size_t>(ep.attr.max_recv_dtos));
     int rc = fi_endpoint(dom.domain, info, &fep, nullptr);
     if (rc) {
         DAT2_ERR("%s: fi_endpoint: %s\n", name(), fi_text(rc));

@@ -223,8 +223,9 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
         static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, cm_data_size - sizeof(CmHeader)));
     max_srq_recvs_ = caps.max_srq_recvs = probe_srq_size();
     // An EP's queues are made as deep as it asks (make_endpoint), up to this.
+    max_tx_size_ = deepest_queue(true);
     caps.max_dtos = static_cast<DAT_COUNT>(
-        std::min({static_cast<std::size_t>(caps.max_dtos), deepest_queue(true), deepest_queue(false)}));
+        std::min({static_cast<std::size_t>(caps.max_dtos), max_tx_size_, deepest_queue(false)}));
     // No send with invalidate and no Endpoint-scoped windows: the provider
     // places a message and carries out later RDMA at the target in its own
     // progress, checking only the key's domain, before any code of ours
@@ -242,6 +243,28 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     DAT2_LOG(log::kGeneric, "%s: libfabric %s, fabric %s, domain %s, address %s\n", name, info_->fabric_attr->prov_name,
              info_->fabric_attr->name, info_->domain_attr->name, text);
     return DAT_SUCCESS;
+}
+
+// Doubles from the provider's default (what fi_getinfo reports) while
+// fi_getinfo still offers an endpoint that deep: the default may be far
+// below the maximum (tcp 1.17: 256 of 1024 to transmit and more to receive).
+std::size_t OfiTransport::deepest_queue(bool tx) const {
+    std::size_t ok = std::max<std::size_t>(1, tx ? info_->tx_attr->size : info_->rx_attr->size);
+    while (ok < static_cast<std::size_t>(kit::kMaxDtos)) {
+        fi_info *hints = fi_dupinfo(info_);
+        if (!hints)
+            break;
+        (tx ? hints->tx_attr->size : hints->rx_attr->size) = ok * 2;
+        fi_info *got = nullptr;
+        const int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &got);
+        fi_freeinfo(hints);
+        if (got)
+            fi_freeinfo(got);
+        if (rc)
+            break;
+        ok *= 2;
+    }
+    return std::min<std::size_t>(ok, static_cast<std::size_t>(kit::kMaxDtos));
 }
 
 // The loop has stopped (kit::Ia's destructor): no handler runs.

@@ -38,28 +38,6 @@ DAT_COUNT OfiTransport::probe_srq_size() {
     return 0;
 }
 
-// Doubles from the provider's default (what fi_getinfo reports) while
-// fi_getinfo still offers an endpoint that deep: the default may be far
-// below the maximum (tcp 1.17: 256 of 1024 to transmit and more to receive).
-std::size_t OfiTransport::deepest_queue(bool tx) const {
-    std::size_t ok = tx ? info_->tx_attr->size : info_->rx_attr->size;
-    while (ok < static_cast<std::size_t>(kit::kMaxDtos)) {
-        fi_info *hints = fi_dupinfo(info_);
-        if (!hints)
-            break;
-        (tx ? hints->tx_attr->size : hints->rx_attr->size) = ok * 2;
-        fi_info *got = nullptr;
-        const int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &got);
-        fi_freeinfo(hints);
-        if (got)
-            fi_freeinfo(got);
-        if (rc)
-            break;
-        ok *= 2;
-    }
-    return std::min<std::size_t>(ok, static_cast<std::size_t>(kit::kMaxDtos));
-}
-
 DAT_RETURN OfiTransport::srq_open(kit::Srq &srq, void *&tp) {
     auto s = std::make_unique<OfiSrq>();
     s->dom = domain_acquire(srq.pz);
