@@ -183,7 +183,8 @@ void refuse_request(Psp &psp, void *tp_request, const char *why) {
 
 // dat_psp_create(3DAT): "The size of the event queue for the Event
 // Dispatcher controls the size of the backlog": a request its EVD has no
-// room for is refused, not kept beyond qlen.
+// room for is refused. Every event counts, whatever its kind, as in OFED's
+// dapl; a push racing this check may still go past qlen (evd_push keeps it).
 bool evd_has_room(Evd &evd) {
     std::lock_guard<Lock> lock(evd.mu);
     return evd.count + evd.spill.size() < static_cast<std::size_t>(evd.qlen);

@@ -137,10 +137,10 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
             }
         }
         // dat_ia_open(3DAT): the queue is "at least equal to
-        // async_evd_min_qlen"; one longer than any EVD can be is refused, as
-        // dat_evd_create refuses it, rather than made shorter. Ignored with
-        // the Consumer's own EVD.
-        if (!borrowed && (async_qlen < 0 || async_qlen > kMaxEvdQlen)) {
+        // async_evd_min_qlen", so one longer than any EVD can be is refused
+        // (as dat_evd_create refuses it); the value is ignored unless
+        // async_evd_handle is DAT_HANDLE_NULL.
+        if (*async_evd == DAT_HANDLE_NULL && (async_qlen < 0 || async_qlen > kMaxEvdQlen)) {
             DAT2_LOG(log::kGeneric, "dat_ia_open(%s): async_evd_min_qlen %d is outside 0..%d\n",
                      static_cast<const char *>(name), static_cast<int>(async_qlen), static_cast<int>(kMaxEvdQlen));
             return invalid_arg(2);

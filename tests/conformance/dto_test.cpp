@@ -939,8 +939,9 @@ TEST_P(DtoTest, RdmaWritesShorterThanTheirRemoteBuffersComplete) {
         DAT_RMR_TRIPLET remote = t.rmr(64 * i, 4096);
         ASSERT_DAT_OK(dat_ep_post_rdma_write(client.ep, 1, &local, cookie(0xC0 + i), &remote,
                                              DAT_COMPLETION_DEFAULT_FLAG));
-        if (!back_to_back)
+        if (!back_to_back) {
             ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xC0 + i)) << "write " << i;
+        }
     }
     for (int i = 0; back_to_back && i < kWrites; ++i)
         ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xC0 + i)) << "write " << i;
@@ -1439,8 +1440,9 @@ TEST_P(DtoTest, EndpointTakesAsManyReceivesAsItsMaxRecvDtos) {
         SCOPED_TRACE(round == 0 ? "receives posted before the connection" : "receives posted on the connection");
         for (DAT_COUNT i = 0; i < n; ++i)
             ASSERT_DAT_OK(recv(server.ep, r, 8 * i, 8, i));
-        if (round == 0)
+        if (round == 0) {
             ASSERT_NO_FATAL_FAILURE(connect_pair());
+        }
         for (DAT_COUNT i = 0; i < n; i += window) {
             const DAT_COUNT k = std::min(window, n - i);
             for (DAT_COUNT j = i; j < i + k; ++j)
