@@ -355,7 +355,8 @@ DAT_RETURN ep_modify(DAT_EP_HANDLE ep_handle, DAT_EP_PARAM_MASK mask, const DAT_
             normalize_attr(a);
         }
         const bool rebind = pz != ep->pz || evds[0] != ep->recv_evd || evds[1] != ep->request_evd;
-        const bool resize = a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
+        const bool resize =
+            a.max_recv_dtos != ep->attr.max_recv_dtos || a.max_request_dtos != ep->attr.max_request_dtos;
         const DAT_EP_ATTR &was = ep->attr;
         const bool remake = rebind || resize || a.max_recv_iov != was.max_recv_iov ||
                             a.max_request_iov != was.max_request_iov || a.max_rdma_read_iov != was.max_rdma_read_iov ||

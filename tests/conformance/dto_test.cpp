@@ -1053,7 +1053,8 @@ TEST_P(DtoTest, ModifyingAnUnconnectedEndpointKeepsItsPostedReceives) {
     p.ep_attr = query_ep_attr(server.ep);
     p.ep_attr.max_message_size = 8192;
     p.connect_evd_handle = server.conn_evd;
-    EXPECT_DAT_OK(dat_ep_modify(server.ep, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE | DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p));
+    EXPECT_DAT_OK(
+        dat_ep_modify(server.ep, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE | DAT_EP_FIELD_CONNECT_EVD_HANDLE, &p));
     EXPECT_EQ(query_ep_attr(server.ep).max_message_size, 8192u);
     p.ep_attr.recv_completion_flags = DAT_COMPLETION_UNSIGNALLED_FLAG;
     EXPECT_DAT_ERR(dat_ep_modify(server.ep, DAT_EP_FIELD_EP_ATTR_RECV_COMPLETION_FLAGS, &p), DAT_INVALID_STATE, 0);
