@@ -156,8 +156,8 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     fid_ep *fep = nullptr;
     if (ep.srq)
         info->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; // its receives come from the SRQ's context
-    // Queues as deep as the EP's attributes: the provider's default (tcp:
-    // 256) would refuse the receives and requests beyond it. Twice the
+    // Queues as deep as the EP's attributes: the provider's default depth
+    // would refuse the receives and requests beyond it. Twice the
     // requests where the provider allows: a write with immediate data takes
     // two entries (ofi_ext.cpp).
     const auto requests = static_cast<std::size_t>(ep.attr.max_request_dtos);

@@ -246,8 +246,8 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
 }
 
 // Doubles from the provider's default (what fi_getinfo reports) while
-// fi_getinfo still offers an endpoint that deep: the default may be far
-// below the maximum (tcp 1.17: 256 of 1024 to transmit and more to receive).
+// fi_getinfo still offers an endpoint that deep: a provider's default may be
+// far below its maximum, and no attribute reports the maximum.
 std::size_t OfiTransport::deepest_queue(bool tx) const {
     std::size_t ok = std::max<std::size_t>(1, tx ? info_->tx_attr->size : info_->rx_attr->size);
     while (ok < static_cast<std::size_t>(kit::kMaxDtos)) {

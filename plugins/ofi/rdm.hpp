@@ -119,7 +119,7 @@ inline std::size_t rdm_iov(const kit::Segment *segs, int nsegs, iovec *iov, void
 // other. Not for a write of no bytes: shm 1.17 never completes one asked for
 // delivery completion, and there is nothing to deliver or refuse (InfiniBand
 // checks no key for it either).
-inline std::uint64_t write_flags(std::uint64_t total) {
+inline std::uint64_t rdm_write_flags(std::uint64_t total) {
     return total ? FI_COMPLETION | FI_DELIVERY_COMPLETE : FI_COMPLETION;
 }
 

@@ -801,7 +801,7 @@ inline ssize_t RdmTransport::submit(RdmEp &rep, kit::PostKind kind, RdmCtx &c, c
     }
     fi_msg_rma msg{iov, desc, n, rep.peer, rma, 1, &c.part[0], 0};
     if (kind == kit::PostKind::kRdmaWrite)
-        return fi_writemsg(ep, &msg, flags); // with write_flags()
+        return fi_writemsg(ep, &msg, flags); // with rdm_write_flags()
     return fi_readmsg(ep, &msg, FI_COMPLETION);
 }
 
@@ -921,7 +921,7 @@ DAT_RETURN RdmTransport::post(kit::Ep &ep, kit::PostKind kind, kit::Op &op, cons
         rma = {remote->virtual_address, total, key}; // as long as the data (OfiTransport::post)
         rma_posted(rep);
         if (kind == kit::PostKind::kRdmaWrite) {
-            flags = write_flags(total);
+            flags = rdm_write_flags(total);
             if (fence_after_write_)
                 rep.wrote.store(true, std::memory_order_relaxed);
         } else {
@@ -1011,7 +1011,7 @@ DAT_RETURN RdmTransport::post_write_immed(RdmEp &rep, RdmCtx &c, kit::Op &op, co
     c.left = 2;
     fi_rma_iov rma{remote.virtual_address, total, key};
     fi_msg_rma wmsg{iov, desc, count, rep.peer, &rma, 1, &c.part[0], 0};
-    ssize_t rc = post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, write_flags(total)); });
+    ssize_t rc = post_retrying(rep, [&] { return fi_writemsg(rep.fep->ep, &wmsg, rdm_write_flags(total)); });
     if (rc) {
         c.left = 1;
         if (rc == -FI_EAGAIN)
