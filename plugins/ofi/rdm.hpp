@@ -458,6 +458,15 @@ private:
     RdmFabricEp *fabric_ep_for(kit::Ep &ep, std::unique_lock<std::mutex> &lock);
     DAT_RETURN ensure_fabric_ep(kit::Ep &ep); // mu_ not held
     std::unique_ptr<RdmFabricEp> make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown, bool mu_held);
+    // From an endpoint's first binding to its fi_enable, a provider's
+    // progress on a queue bound to it meets an endpoint not set up yet (shm's
+    // has no region, and faults). Nobody reads those queues meanwhile:
+    // consumers read under their EVD's lock, which make_fabric_ep holds; the
+    // loop's rounds and drive_once read under mu_, and sweeps read the null
+    // queue under dom_mu_: each looks at binding_ there first, and taking
+    // each lock once after raising it waits out a read under way.
+    void begin_binding(bool mu_held);
+    void end_binding();
     void wake_grown(kit::Evd *request, kit::Evd *recv);
     void close_fabric_eps_of(kit::Evd &evd);
     // `key`: the provider's key of remote.rmr_context (remote_key).
@@ -631,7 +640,8 @@ private:
     std::uint64_t tag_base_ = 0; // random, per IA: tags of other IAs and processes differ
     std::atomic<std::uint32_t> next_tag_{1};
 
-    std::mutex mu_; // everything below
+    std::atomic<int> binding_{0}; // endpoints between binding and fi_enable (begin_binding)
+    std::mutex mu_;               // everything below
     std::unordered_map<std::uint64_t, std::unique_ptr<RdmConn>> conns_;
     std::uint64_t next_conn_id_ = 1;
     std::unordered_map<std::uint64_t, RdmEp *> eps_;

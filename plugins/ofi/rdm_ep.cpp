@@ -10,14 +10,41 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <thread>
 #include <utility>
 
 namespace dat2::ofi {
 
 namespace {
+
+// The locks of a libfabric endpoint's EVDs, under which their consumers read
+// its queues: each taken once, in address order (every taker the same way
+// round), after mu_ and dom_mu_ when those are held.
+class EvdLocks {
+public:
+    EvdLocks(kit::Evd *request, kit::Evd *recv) : e_{request, recv == request ? nullptr : recv} {
+        if (!e_[0] || (e_[1] && std::less<kit::Evd *>()(e_[1], e_[0])))
+            std::swap(e_[0], e_[1]);
+        for (kit::Evd *evd : e_)
+            if (evd)
+                evd->mu.lock();
+    }
+    ~EvdLocks() {
+        for (int i = 1; i >= 0; --i)
+            if (e_[i])
+                e_[i]->mu.unlock();
+    }
+    EvdLocks(const EvdLocks &) = delete;
+    EvdLocks &operator=(const EvdLocks &) = delete;
+
+private:
+    std::array<kit::Evd *, 2> e_;
+};
 
 RdmEp &rep_of(kit::Ep &ep) { return *static_cast<RdmEp *>(ep.tp); }
 
@@ -274,7 +301,22 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         step = "binding the address vector";
         rc = fi_ep_bind(fep->ep, &dom.av->fid, 0);
     }
+    // Closed after fi_enable, or after fi_close when the endpoint fails.
+    struct Window {
+        RdmTransport *t = nullptr;
+        std::optional<EvdLocks> consumers;
+        void close() {
+            consumers.reset();
+            if (t)
+                t->end_binding();
+            t = nullptr;
+        }
+        ~Window() { close(); }
+    } window;
     if (rc == 0) {
+        begin_binding(mu_held);
+        window.t = this;
+        window.consumers.emplace(ep.request_evd, ep.recv_evd);
         step = "binding completion queues";
         if (tx == rx) {
             rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT | FI_RECV);
@@ -305,25 +347,41 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         step = "fi_enable";
         rc = fi_enable(fep->ep);
     }
+    if (rc) {
+        // Inside the window (without mu_, which would come after an EVD's
+        // lock here): nobody reads the queues while it leaves them.
+        DAT2_ERR("%s: libfabric endpoint: %s: %s\n", this->name(), step, fi_text(rc));
+        close_fep(*fep, enable_called);
+        return nullptr;
+    }
+    window.close();
     char name[rdmwire::kMaxAddr];
     std::size_t len = sizeof name;
-    if (rc == 0) {
-        step = "fi_getname";
-        rc = fi_getname(&fep->ep->fid, name, &len);
-        if (rc == 0 && (len == 0 || len > sizeof name))
-            rc = -FI_ETOOSMALL;
-    }
+    step = "fi_getname";
+    rc = fi_getname(&fep->ep->fid, name, &len);
+    if (rc == 0 && (len == 0 || len > sizeof name))
+        rc = -FI_ETOOSMALL;
     if (rc) {
         DAT2_ERR("%s: libfabric endpoint: %s: %s\n", this->name(), step, fi_text(rc));
         std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
         if (!mu_held)
             lock.lock();
-        close_fep(*fep, enable_called);
+        close_fep(*fep);
         return nullptr;
     }
     fep->name.assign(name, len);
     return fep;
 }
+
+void RdmTransport::begin_binding(bool mu_held) {
+    binding_.fetch_add(1, std::memory_order_seq_cst);
+    if (!mu_held) {
+        std::lock_guard<std::mutex> wait_out(mu_);
+    }
+    std::lock_guard<std::mutex> wait_out(dom_mu_);
+}
+
+void RdmTransport::end_binding() { binding_.fetch_sub(1, std::memory_order_seq_cst); }
 
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
     drive_ias();
@@ -331,7 +389,8 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
     std::lock_guard<std::mutex> run(sweep_run_mu_);
     {
         // Closed under mu_, which the loop's progress round holds while it
-        // reads queues: an endpoint's other queue may be shared with
+        // reads queues, and under the locks of the endpoint's EVDs, which
+        // their consumers hold: an endpoint's other queue may be shared with
         // endpoints that stay, and rxm's progress on a queue (reading it
         // drives every endpoint bound to it) crashes when it meets an
         // endpoint that fi_close is taking apart.
@@ -349,6 +408,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         }
         for (auto it = fabric_eps_.begin(); it != fabric_eps_.end();) {
             if (std::get<1>(it->first) == &evd || std::get<2>(it->first) == &evd) {
+                EvdLocks consumers(it->second->request_evd, it->second->recv_evd);
                 close_fep(*it->second);
                 released.push_back(it->second->dom);
                 it = fabric_eps_.erase(it);
@@ -358,6 +418,7 @@ void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
         }
         for (auto it = stalled_feps_.begin(); it != stalled_feps_.end();) {
             if ((*it)->request_evd == &evd || (*it)->recv_evd == &evd) {
+                EvdLocks consumers((*it)->request_evd, (*it)->recv_evd);
                 close_fep(**it);
                 released.push_back((*it)->dom);
                 it = stalled_feps_.erase(it);
@@ -557,7 +618,8 @@ bool RdmTransport::sweep_step(RdmSweep &sw, std::int64_t now_ns, std::vector<kit
             return;
         }
         std::lock_guard<std::mutex> lock(dom_mu_);
-        drop_null_queue(*fep.dom);
+        if (binding_.load(std::memory_order_seq_cst) == 0)
+            drop_null_queue(*fep.dom);
     };
     if (now_ns < sw.not_before_ns)
         return false;

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <pthread.h>
 #include <string>
+#include <thread>
 
 namespace dat2::ofi {
 
@@ -154,7 +155,14 @@ void RdmTransport::drive_ias() {
 }
 
 void RdmTransport::drive_once() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
+    // Not skipped (what it is for is above): it waits for the window to
+    // close, without mu_, which the window's opening takes.
+    while (binding_.load(std::memory_order_seq_cst) > 0) {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        lock.lock();
+    }
     for_each_fep([](RdmFabricEp &fep) {
         for (RdmCq *q : {fep.tx_q, fep.rx_q}) {
             fi_cq_tagged_entry none;
@@ -515,7 +523,18 @@ int RdmTransport::progress_round() {
         waiting.swap(deferred_eps_);
     }
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        std::unique_lock<std::mutex> lock(mu_);
+        if (binding_.load(std::memory_order_seq_cst) > 0) {
+            // Its queues are not read now: the whole round waits (a
+            // millisecond), what it was to look at with it.
+            lock.unlock();
+            std::lock_guard<std::mutex> wlock(rma_watch_mu_);
+            rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());
+            deferred_eps_.insert(deferred_eps_.end(), waiting.begin(), waiting.end());
+            watch.clear();
+            waiting.clear();
+            return 1;
+        }
         // RDMA and atomic operations nobody answers: a target that refused
         // one may send no answer at all (shm 1.17 drops a refused RMA
         // without a response), and one that stopped progressing never will.

@@ -1458,6 +1458,57 @@ TEST_P(DtoTest, EndpointTakesAsManyReceivesAsItsMaxRecvDtos) {
     }
 }
 
+// Endpoints made on an EVD whose queue is read meanwhile: by a consumer
+// dequeuing its completions, and by the transport itself while a connection
+// on it has traffic. A provider's progress on a queue must never meet an
+// endpoint bound to it but not yet enabled (over shm the process faulted).
+TEST_P(DtoTest, EndpointsCreatedOnAnEvdThatIsBeingReadDoNotDisturbIt) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 64, 0x3c, r, 64 * 64));
+    std::atomic<bool> stop{false};
+    std::atomic<long> exchanged{0};
+    std::atomic<bool> bad{false};
+    std::string failed; // the traffic thread's, read after it ended
+    // Message after message from client to server, each send and receive
+    // taken before the next.
+    std::thread traffic([&] {
+        DAT_EVENT ev{};
+        for (DAT_UINT64 i = 0; !stop.load() && !bad.load(); ++i) {
+            if (recv(server.ep, r, 64 * (i % 64), 64, i) != DAT_SUCCESS || send(client.ep, s, 0, 64, i) != DAT_SUCCESS) {
+                failed = "a post failed";
+                bad = true;
+                break;
+            }
+            for (DAT_EVD_HANDLE evd : {client.req_evd, server.recv_evd}) {
+                if (next_event(evd, &ev) != DAT_SUCCESS || ev.event_number != DAT_DTO_COMPLETION_EVENT ||
+                    ev.event_data.dto_completion_event_data.status != DAT_DTO_SUCCESS ||
+                    ev.event_data.dto_completion_event_data.user_cookie.as_64 != i)
+                {
+                    failed = "message " + std::to_string(i) + ": " + event_text(ev);
+                    bad = true;
+                }
+            }
+            exchanged.fetch_add(1);
+        }
+    });
+    // Each Endpoint pairs the busy request EVD with a recv EVD of its own:
+    // a pair no Endpoint had before, so the transport makes its endpoint.
+    for (int i = 0; i < 60 && !bad.load(); ++i) {
+        DAT_EVD_HANDLE recv_evd = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &recv_evd));
+        DAT_EP_HANDLE ep = DAT_HANDLE_NULL;
+        EXPECT_DAT_OK(client.create_ep_on(&ep, recv_evd, client.req_evd, client.conn_evd));
+        if (ep != DAT_HANDLE_NULL)
+            EXPECT_DAT_OK(dat_ep_free(ep));
+        EXPECT_DAT_OK(dat_evd_free(recv_evd));
+    }
+    stop = true;
+    traffic.join();
+    EXPECT_EQ(failed, "");
+    EXPECT_GT(exchanged.load(), 0);
+}
+
 TEST_P(DtoTest, SendOnUnconnectedEndpointIsInvalidState) {
     Buffer s;
     ASSERT_DAT_OK(client.register_buffer(s, 4096, DAT_MEM_PRIV_ALL_FLAG));
