@@ -675,7 +675,7 @@ private:
     // exists, empty elsewhere) until one finds nothing (run_sweeps).
     struct RdmSweep {
         RdmFabricEp *fep = nullptr;
-        std::uint64_t tag = 0;        // the ended connection's; its hello's bit ignored
+        std::uint64_t tag = 0;        // the ended connection's, or its hello's (kHelloBit)
         RdmCtxBlock *block = nullptr; // no records: its completions never reach the kit
         bool posted = false;          // its receive went to the provider in this pass
         bool cancelled = false;       // and the last one was cancelled

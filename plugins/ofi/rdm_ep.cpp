@@ -592,12 +592,18 @@ void RdmTransport::sweep_ended(RdmEp &rep) {
     if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag)
         return;
     rep.swept_tag = rep.tag;
-    RdmSweep sw;
-    sw.fep = rep.fep;
-    sw.tag = rep.tag;
-    sw.block = make_block(nullptr, 0);
-    sw.until_ns = (std::chrono::steady_clock::now() + kSweepFor).time_since_epoch().count();
-    {
+    // Two sweeps, the data tag and the hello's, each matched exactly (ignore
+    // 0): shm 1.17 matches a posted receive against a message that arrived
+    // before it with the `ignore` its entry kept from its last use as a
+    // posted receive (smr_generic_recv, smr_match_tagged, smr_get_tag), so
+    // a receive of ours with ignore bits would let a later connection's
+    // data receive take its peer's hello.
+    for (const std::uint64_t bit : {std::uint64_t(0), kHelloBit}) {
+        RdmSweep sw;
+        sw.fep = rep.fep;
+        sw.tag = rep.tag | bit;
+        sw.block = make_block(nullptr, 0);
+        sw.until_ns = (std::chrono::steady_clock::now() + kSweepFor).time_since_epoch().count();
         std::lock_guard<std::mutex> lock(sweeps_mu_);
         sweeps_.push_back(sw);
     }
@@ -658,7 +664,7 @@ bool RdmTransport::sweep_step(RdmSweep &sw, std::int64_t now_ns, std::vector<kit
         void *desc = nullptr;
         iovec none[1];
         const std::size_t count = scratch_ ? 1 : rdm_iov(nullptr, 0, none, &desc);
-        fi_msg_tagged msg{scratch_ ? &iov : none, &desc, count, FI_ADDR_UNSPEC, sw.tag, kHelloBit, &c.part[0], 0};
+        fi_msg_tagged msg{scratch_ ? &iov : none, &desc, count, FI_ADDR_UNSPEC, sw.tag, 0, &c.part[0], 0};
         scratch_written_.store(true, std::memory_order_relaxed);
         if (const ssize_t rc = fi_trecvmsg(fep.ep, &msg, FI_COMPLETION)) {
             c.recv_posted.store(false, std::memory_order_relaxed);

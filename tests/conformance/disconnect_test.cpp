@@ -849,6 +849,44 @@ TEST_P(DisconnectTest, GracefulDisconnectOfAReusedEndpointWaitsForNoRequestOfIts
     EXPECT_LT(waited, std::chrono::milliseconds(500));
 }
 
+// Both Endpoints of a connection ended gracefully are reset; the client
+// posts two receives before it connects again, and the server sends one
+// message on the new connection: the first receive takes it, whole, and the
+// second stays posted (over shm a receive of the transport's own, left from
+// the old connection, made the first complete empty).
+TEST_P(DisconnectTest, ReceivesAReusedEndpointPostsBeforeConnectingTakeTheNewConnectionsMessages) {
+    constexpr size_t kMsg = 24;
+    Buffer r, s;
+    ASSERT_DAT_OK(client.register_buffer(r, 2 * 64));
+    ASSERT_DAT_OK(server.register_buffer(s, kMsg));
+    s.fill(0x29);
+    DAT_LMR_TRIPLET t = s.iov(0, kMsg);
+    for (int round = 0; round < 10; ++round) {
+        SCOPED_TRACE(round);
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        disconnect_pair(client);
+        ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+        r.fill_byte(0xEE);
+        for (int i = 0; i < 2; ++i) {
+            DAT_LMR_TRIPLET in = r.iov(64 * i, 64);
+            ASSERT_DAT_OK(dat_ep_post_recv(client.ep, 1, &in, cookie(10 + i), DAT_COMPLETION_DEFAULT_FLAG));
+        }
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_DAT_OK(dat_ep_post_send(server.ep, 1, &t, cookie(1), DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_TRUE(wait_dto_ok(server.req_evd, 1));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto_ok(client.recv_evd, 10, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, kMsg);
+        EXPECT_EQ(r.mismatch(0, kMsg, 0x29, 0), -1);
+        EXPECT_TRUE(no_event(client.recv_evd));
+        disconnect_pair(client);
+        ASSERT_TRUE(wait_dto(client.recv_evd, &ev)); // the second receive, flushed
+        ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+    }
+}
+
 // The server's Endpoint received 20 messages over a first connection and
 // is reset; each later round a new client Endpoint sends one 8 KiB message
 // and, once its send completed, disconnects gracefully, while the server
