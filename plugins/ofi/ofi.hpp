@@ -359,6 +359,9 @@ private:
         std::uint32_t seen_dequeues = 0;                // evd->dequeues when the loop last looked
         std::chrono::steady_clock::time_point looked{}; // and when
         int binds = 0; // endpoint directions bound to a part of an EVD's queues (cq_part)
+        bool found_queued = false; // what kick_progress's drive found
+        int empty_wakes = 0;       // fd wakes in a row whose drive found nothing (woke_for_nothing)
+        std::chrono::steady_clock::time_point empty_since{};
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
@@ -369,6 +372,11 @@ private:
     int progress_round();
     // A queue's wait fd is readable (its watch handler).
     void cq_ready(fid_cq *cq);
+    // mu_ held. After a wake by w's fd: whether such wakes have found nothing
+    // for long enough to look for peers that left (a peer's close behind a
+    // message without a receive keeps the fd readable).
+    static bool woke_for_nothing(WatchedCq &w, std::chrono::steady_clock::time_point now);
+    void end_connections_of_departed_peers(); // mu_ not held
     // mu_ held. Whether the consumer dequeued from w's EVD since the loop
     // last looked, without waiting in dat_evd_wait (whose sleep needs the
     // loop's progress when the loop consumed the fd's signal).

@@ -20,6 +20,7 @@
 #include <new>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -594,36 +595,50 @@ void OfiTransport::cr_release(kit::Cr &cr) {
 
 namespace {
 
+// Calls f(fd, local, peer) for each TCP socket of this process whose poll
+// reports all of `events` (0: every one) until f returns true.
+template <class F>
+void for_each_tcp_socket(short events, F &&f) {
+    DIR *dir = opendir("/proc/self/fd");
+    if (!dir)
+        return;
+    while (dirent *e = readdir(dir)) {
+        char *end = nullptr;
+        long n = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end || n == dirfd(dir))
+            continue;
+        const int fd = static_cast<int>(n);
+        int type = 0;
+        socklen_t tlen = sizeof type;
+        if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
+            continue;
+        if (events) {
+            pollfd p{fd, events, 0};
+            if (::poll(&p, 1, 0) != 1 || (p.revents & events) != events)
+                continue;
+        }
+        sockaddr_storage local{}, peer{};
+        socklen_t llen = sizeof local, plen = sizeof peer;
+        if (getsockname(fd, reinterpret_cast<sockaddr *>(&local), &llen) != 0 ||
+            getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &plen) != 0)
+            continue;
+        if (f(fd, local, peer))
+            break;
+    }
+    closedir(dir);
+}
+
 // The descriptor of this process's TCP socket connected from `local` to
 // `peer`, or -1. Within a network namespace no other TCP socket has that
 // pair of addresses.
 int tcp_socket_of(const sockaddr_storage &local, const sockaddr_storage &peer) {
-    DIR *dir = opendir("/proc/self/fd");
-    if (!dir)
-        return -1;
     int found = -1;
-    while (dirent *e = readdir(dir)) {
-        char *end = nullptr;
-        long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end || fd == dirfd(dir))
-            continue;
-        int type = 0;
-        socklen_t tlen = sizeof type;
-        if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
-            continue;
-        sockaddr_storage a{};
-        socklen_t alen = sizeof a;
-        if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 ||
-            !kit::same_address(a, local))
-            continue;
-        alen = sizeof a;
-        if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr *>(&a), &alen) != 0 ||
-            !kit::same_address(a, peer))
-            continue;
-        found = static_cast<int>(fd);
-        break;
-    }
-    closedir(dir);
+    for_each_tcp_socket(0, [&](int fd, const sockaddr_storage &l, const sockaddr_storage &p) {
+        if (!kit::same_address(l, local) || !kit::same_address(p, peer))
+            return false;
+        found = fd;
+        return true;
+    });
     return found;
 }
 
@@ -659,6 +674,48 @@ bool bound_link_timeout(fid_ep *ep, unsigned ms) {
            setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) == 0 &&
            setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) == 0 &&
            setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) == 0;
+}
+
+// Connected EPs whose peer closed its side while a message of the peer
+// waits here for a receive: tcp reads a socket in order and reports
+// FI_SHUTDOWN only once it has read the end, so such a connection never ends
+// by itself (and the end keeps its queue's fd readable). libfabric does not
+// show an endpoint's socket: the process's sockets that saw the peer's close
+// are matched to connections by their addresses. The message is lost, as one
+// that finds no receive is on a reliable connection of verbs.
+void OfiTransport::end_connections_of_departed_peers() {
+    kit::ConnectionReport report;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        struct Named {
+            OfiEp *oep;
+            sockaddr_storage local, peer;
+        };
+        std::vector<Named> connected;
+        for (const auto &[id, oep] : eps_by_id_) {
+            if (!oep->ep || oep->shutdown_sent || kit::ep_state(*oep->owner) != DAT_EP_STATE_CONNECTED)
+                continue;
+            Named n{oep, {}, {}};
+            std::size_t llen = sizeof n.local, plen = sizeof n.peer;
+            if (fi_getname(&oep->ep->fid, &n.local, &llen) == 0 && fi_getpeer(oep->ep, &n.peer, &plen) == 0)
+                connected.push_back(n);
+        }
+        if (connected.empty())
+            return;
+        for_each_tcp_socket(POLLRDHUP, [&](int, const sockaddr_storage &local, const sockaddr_storage &peer) {
+            for (const Named &n : connected) {
+                if (!kit::same_address(n.local, local) || !kit::same_address(n.peer, peer))
+                    continue;
+                DAT2_LOG(log::kGeneric, "%s: EP %p: the peer closed the connection before a receive was posted "
+                         "for its last message; the connection ends\n", name(), (void *)n.oep->owner);
+                fi_shutdown(n.oep->ep, 0);
+                loop().disarm(n.oep->disconnect_timer);
+                report.disconnected(*n.oep->owner, false);
+            }
+            return false;
+        });
+    }
+    report.deliver();
 }
 
 } // namespace dat2::ofi

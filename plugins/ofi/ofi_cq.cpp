@@ -436,7 +436,7 @@ OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
     if (found == cqs_.end())
         return nullptr;
     WatchedCq &w = found->second;
-    drive(cq);
+    w.found_queued = drive(cq);
     // Progress may have queued completions and consumed the fd's signal that
     // announced them (tcp resets it as it goes): the next round looks at
     // once, and until fi_trywait trusts the fd again.
@@ -449,18 +449,39 @@ OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
     return &w;
 }
 
+bool OfiTransport::woke_for_nothing(WatchedCq &w, std::chrono::steady_clock::time_point now) {
+    constexpr int kWakes = 64;
+    constexpr std::chrono::milliseconds kFor(20);
+    if (w.found_queued) {
+        w.empty_wakes = 0;
+        return false;
+    }
+    if (w.empty_wakes++ == 0)
+        w.empty_since = now;
+    if (w.empty_wakes < kWakes || now - w.empty_since < kFor)
+        return false;
+    w.empty_wakes = 0;
+    return true;
+}
+
 void OfiTransport::cq_ready(fid_cq *cq) {
     kit::Evd *wake = nullptr;
+    bool look_for_departed = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
         auto found = cqs_.find(cq);
         if (found == cqs_.end())
             return;
-        if (consumer_polls(found->second, std::chrono::steady_clock::now()))
+        const auto now = std::chrono::steady_clock::now();
+        if (consumer_polls(found->second, now)) {
             rest(cq, found->second); // the consumer's next poll finds it
-        else if (WatchedCq *w = kick_progress(cq))
+        } else if (WatchedCq *w = kick_progress(cq)) {
             wake = w->evd;
+            look_for_departed = woke_for_nothing(*w, now);
+        }
     }
+    if (look_for_departed)
+        end_connections_of_departed_peers();
     if (wake)
         kit::evd_wake(*wake); // unwatch_cq waits for this handler
 }

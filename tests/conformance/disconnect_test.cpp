@@ -577,8 +577,8 @@ TEST_P(DisconnectTest, MessagesEndedConnectionsLeftUnreceivedDoNotStopLaterOnes)
         // (libfabric's providers); retried where the peer must have one
         // (InfiniBand's receiver-not-ready), until the end flushes them.
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        // Over libfabric tcp the unreceived message holds the stream, and
-        // the end behind it goes unseen: each side ends its own.
+        // Each side ends its own (the peer's end noticed without a receive:
+        // PeerThatLeavesWithItsMessageUnreceivedEndsTheConnection).
         ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
         ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
         ASSERT_TRUE(wait_connection_end(client.conn_evd));
@@ -593,6 +593,37 @@ TEST_P(DisconnectTest, MessagesEndedConnectionsLeftUnreceivedDoNotStopLaterOnes)
     ASSERT_NO_FATAL_FAILURE(connect_pair());
     ASSERT_NO_FATAL_FAILURE(exchange_messages(8));
     disconnect_pair(client);
+}
+
+// A peer that sends a message the Endpoint has no receive for and then
+// leaves (disconnects, either way, or frees its Endpoint): the Endpoint's
+// connection ends too, without a receive posted (over libfabric tcp the
+// unreceived message held the stream, and the end behind it went unseen).
+TEST_P(DisconnectTest, PeerThatLeavesWithItsMessageUnreceivedEndsTheConnection) {
+    Buffer s;
+    ASSERT_DAT_OK(client.register_buffer(s, 64));
+    DAT_LMR_TRIPLET t = s.iov(0, 64);
+    for (int way = 0; way < 3; ++way) {
+        SCOPED_TRACE(way == 0 ? "graceful disconnect" : way == 1 ? "abrupt disconnect" : "dat_ep_free");
+        if (client.ep == DAT_HANDLE_NULL)
+            ASSERT_DAT_OK(client.create_ep());
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(way), DAT_COMPLETION_DEFAULT_FLAG));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto(client.req_evd, &ev));
+        if (way < 2) {
+            ASSERT_DAT_OK(dat_ep_disconnect(client.ep, way == 0 ? DAT_CLOSE_GRACEFUL_FLAG : DAT_CLOSE_ABRUPT_FLAG));
+            ASSERT_TRUE(wait_connection_end(client.conn_evd));
+        } else {
+            client.free_ep();
+        }
+        ASSERT_TRUE(wait_connection_end(server.conn_evd));
+        ASSERT_DAT_OK(dat_ep_reset(server.ep));
+        if (client.ep != DAT_HANDLE_NULL)
+            ASSERT_DAT_OK(dat_ep_reset(client.ep));
+        drain(server.recv_evd);
+        drain(client.req_evd);
+    }
 }
 
 // One thread posts receives (at most 8 outstanding) and reads their
@@ -836,8 +867,7 @@ TEST_P(DisconnectTest, GracefulDisconnectOfAReusedEndpointWaitsForNoRequestOfIts
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
     ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
-    // The server ends its side too: over libfabric tcp a message no receive
-    // was posted for holds the stream, and the end behind it is not read.
+    // The server ends its side too, not waiting to notice the client's end.
     ASSERT_DAT_OK(dat_ep_disconnect(server.ep, DAT_CLOSE_ABRUPT_FLAG));
     ASSERT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
     DAT_EVENT ev{};
