@@ -46,10 +46,11 @@ DAT_RETURN check_private_data(const Ia &ia, DAT_COUNT size, const void *data, in
 
 // The connection is over before it was established, or ended: what was
 // posted completes (flushed, in posting order), then the event.
-void report_connection_end(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t pdata_len) {
+void report_connection_end(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t pdata_len,
+                           bool refused = false) {
     ep_drain_completions(ep);
     ep_await_writers(ep);
-    ep_flush_outstanding(ep);
+    ep_flush_outstanding(ep, refused);
     ep_post_connection_event(ep, number, pdata, pdata_len);
 }
 
@@ -295,7 +296,7 @@ void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::
     report_connection_end(ep, reason, pdata, pdata_len);
 }
 
-void on_disconnected(Ep &ep, bool broken) {
+void on_disconnected(Ep &ep, bool broken, bool refused) {
     disarm_connect_timer(ep);
     {
         std::lock_guard<std::mutex> lock(ep.mu);
@@ -307,7 +308,8 @@ void on_disconnected(Ep &ep, bool broken) {
     }
     // dat_ep_disconnect(3DAT): completions of in-progress DTOs precede the
     // disconnect event; what is still outstanding is flushed, in order.
-    report_connection_end(ep, broken ? DAT_CONNECTION_EVENT_BROKEN : DAT_CONNECTION_EVENT_DISCONNECTED, nullptr, 0);
+    report_connection_end(ep, broken ? DAT_CONNECTION_EVENT_BROKEN : DAT_CONNECTION_EVENT_DISCONNECTED, nullptr, 0,
+                          refused);
 }
 
 void ConnectionReport::deliver() {
@@ -319,7 +321,7 @@ void ConnectionReport::deliver() {
         break;
     case kEstablished: on_established(*ep, pdata, pdata_len, local_port); break;
     case kConnectFailed: on_connect_failed(*ep, reason, pdata, pdata_len); break;
-    case kDisconnected: on_disconnected(*ep, broken); break;
+    case kDisconnected: on_disconnected(*ep, broken, refused); break;
     }
     kind = kNone;
 }

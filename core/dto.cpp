@@ -450,7 +450,14 @@ void ep_await_writers(Ep &ep) {
              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(kWritersGrace).count()));
 }
 
-void ep_flush_outstanding(Ep &ep) {
+namespace {
+bool is_remote_operation(const Op &op) {
+    return op.operation == DAT_DTO_RDMA_READ || op.operation == DAT_DTO_RDMA_WRITE ||
+           op.ext == ExtKind::kRdmaWriteImmed || op.ext == ExtKind::kFetchAdd || op.ext == ExtKind::kCmpSwap;
+}
+} // namespace
+
+void ep_flush_outstanding(Ep &ep, bool remote_refused) {
     {
         // Receives the transport never had are flushed with the rest below.
         std::lock_guard<Lock> lock(ep.pending_mu);
@@ -469,8 +476,16 @@ void ep_flush_outstanding(Ep &ep) {
     for (Op *op : pending) {
         Evd *evd = op->is_recv ? ep.recv_evd : ep.request_evd;
         if (evd && !op->is_recv) {
+            // dat_rmr_free(3DAT), dat_lmr_free(3DAT): a remote operation the
+            // peer refused reports DAT_DTO_ERR_REMOTE_ACCESS, and the
+            // connection is broken.
+            DAT_DTO_COMPLETION_STATUS status = DAT_DTO_ERR_FLUSHED;
+            if (remote_refused && is_remote_operation(*op)) {
+                status = DAT_DTO_ERR_REMOTE_ACCESS;
+                remote_refused = false;
+            }
             // In posting order, releasing the requests completed behind it.
-            evd_request_done(*evd, *op, DAT_DTO_ERR_FLUSHED, false, true);
+            evd_request_done(*evd, *op, status, false, true);
         } else if (evd) {
             DAT_EVENT e = dto_event(*op, DAT_DTO_ERR_FLUSHED, 0);
             evd_push(*evd, e);

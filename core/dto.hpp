@@ -50,7 +50,9 @@ inline DAT_EVENT &evd_completion_slot_locked(Evd &evd) {
 
 // Reports every posted DTO of the EP as flushed, in posting order, on its
 // EVDs. Called once the transport guarantees nothing more completes.
-void ep_flush_outstanding(Ep &ep);
+// remote_refused: the oldest outstanding RDMA or atomic operation reports
+// DAT_DTO_ERR_REMOTE_ACCESS (ConnectionReport::refused).
+void ep_flush_outstanding(Ep &ep, bool remote_refused = false);
 // Moves every completion queued for the EP's EVDs into their FIFOs; none
 // when the EP has no DTO outstanding (ep_may_have_completions).
 void ep_drain_completions(Ep &ep);

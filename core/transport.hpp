@@ -279,7 +279,7 @@ void on_established(Ep &ep, const void *pdata, std::size_t pdata_len, DAT_PORT_Q
 void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::size_t pdata_len);
 // The connection is gone (local or remote disconnect, peer death): every
 // outstanding DTO completes (flushed) before the DISCONNECTED/BROKEN event.
-void on_disconnected(Ep &ep, bool broken);
+void on_disconnected(Ep &ep, bool broken, bool refused = false);
 
 // A connection event found under the transport's lock, delivered once the
 // lock is released: copies the private data and address, which may not
@@ -293,6 +293,9 @@ struct ConnectionReport {
     bool has_remote = false;
     DAT_EVENT_NUMBER reason = DAT_CONNECTION_EVENT_NON_PEER_REJECTED; // kConnectFailed
     bool broken = false;                                              // kDisconnected
+    // kDisconnected: broken because the peer refused a remote operation, or
+    // never answered one (the oldest outstanding one reports it).
+    bool refused = false;
     DAT_PORT_QUAL local_port = 0;                                     // kEstablished
     unsigned char pdata[256];
     std::size_t pdata_len = 0;
@@ -314,9 +317,10 @@ struct ConnectionReport {
         set(kConnectFailed, e, data, len);
         reason = why;
     }
-    void disconnected(Ep &e, bool is_broken) {
+    void disconnected(Ep &e, bool is_broken, bool was_refused = false) {
         set(kDisconnected, e, nullptr, 0);
         broken = is_broken;
+        refused = was_refused;
     }
     void deliver();
 

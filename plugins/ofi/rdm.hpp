@@ -442,7 +442,9 @@ private:
     // not answer (mu_ held): the report goes into `broken` and the side
     // channel into dead_conns_, both finished by the loop once mu_ is
     // released. Nothing of its operations will complete by itself.
-    void break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken);
+    // `unanswered`: this EP's own RDMA or atomic operation went unanswered
+    // (its oldest reports DAT_DTO_ERR_REMOTE_ACCESS).
+    void break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken, bool unanswered);
     // `fep` left an RMA unanswered (mu_ held): a provider may hold the
     // answers to everything the endpoint sends after it behind that one
     // (shm 1.17 walks an endpoint's responses in order and stops at the first

@@ -738,13 +738,13 @@ void RdmTransport::end_data_path(RdmEp &rep) {
     rep.draining = false;
 }
 
-void RdmTransport::break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken) {
+void RdmTransport::break_stalled(RdmEp &rep, std::vector<kit::ConnectionReport> &broken, bool unanswered) {
     if (rep.block)
         rep.block->peer_stalled.store(true, std::memory_order_relaxed);
     broken.emplace_back();
     RdmConn *c = detach_conn(rep.conn);
     end_data_path(rep);
-    broken.back().disconnected(*rep.owner, true);
+    broken.back().disconnected(*rep.owner, true, unanswered);
     dead_conns_.push_back(c);
 }
 
@@ -764,7 +764,7 @@ void RdmTransport::retire_stalled(RdmFabricEp *fep, std::vector<kit::ConnectionR
         const DAT_EP_STATE s = kit::ep_state(*rep->owner);
         if (s != DAT_EP_STATE_CONNECTED && s != DAT_EP_STATE_DISCONNECT_PENDING)
             continue;
-        break_stalled(*rep, broken);
+        break_stalled(*rep, broken, false);
         ++others;
     }
     DAT2_ERR("%s: the libfabric endpoint of that EP (shared by the EPs of its PZ and pair of EVDs) is retired: "

@@ -586,7 +586,7 @@ int RdmTransport::progress_round() {
                      "target, or the target stopped); the connection is broken\n",
                      name(), (void *)rep.owner, static_cast<long long>(kRmaAnswerTimeout.count()));
             RdmFabricEp *fep = rep.fep;
-            break_stalled(rep, broken);
+            break_stalled(rep, broken, true);
             retire_stalled(fep, broken);
         }
         watch.resize(keep);

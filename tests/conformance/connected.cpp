@@ -640,6 +640,18 @@ void ConnectedTest::expect_rdma_refused(bool write, Buffer &local, size_t local_
             << (must_break ? "; the connection must break"
                            : ", not DAT_DTO_ERR_REMOTE_ACCESS, and the connection did not break");
     }
+    if (d.status != DAT_DTO_SUCCESS && d.status != DAT_DTO_ERR_REMOTE_ACCESS) {
+        // dat_rmr_free(3DAT), dat_lmr_free(3DAT): a refused remote operation
+        // reports DAT_DTO_ERR_REMOTE_ACCESS. Over libfabric tcp (the MSG
+        // transport, and rxm over it) the target's provider ends the
+        // connection without saying why: the initiator sees it end only.
+        DAT_IA_ATTR attr{};
+        ASSERT_DAT_OK(query_ia(client.ia.ia, &attr, nullptr));
+        const std::string vendor = attr.vendor_name;
+        if (vendor.find("tcp") == std::string::npos)
+            ADD_FAILURE() << "the refused RDMA " << (write ? "Write" : "Read") << " completed with "
+                          << dto_status_name(d.status) << ", not DAT_DTO_ERR_REMOTE_ACCESS (vendor " << vendor << ")";
+    }
     if (!write && d.status != DAT_DTO_SUCCESS) {
         // A failed Read leaves the local buffer undefined, but it must not
         // hold the target's data.
