@@ -422,7 +422,7 @@ int main(int argc, char **argv) {
     Fabric f;
     // As the ofi plugin does: a region a killed process left under this pid
     // would make shm refuse the endpoint (EBUSY).
-    dat2::remove_shm_regions_of_a_former_pid([](const char *) {});
+    dat2::remove_shm_regions_of_dead_processes([](const char *) {});
     f.open(provider, window, buf.data(), buf.size());
     const int oob = server ? serve(port) : dial(host, port);
     Card mine = f.card(buf.data()), theirs{};

@@ -111,11 +111,11 @@ bool unspecified_ip(const sockaddr_storage &a) {
 }
 
 // Before the first endpoint of this process (common/shm_regions.hpp).
-void remove_regions_of_a_former_pid() {
+void remove_regions_of_dead_processes() {
     static std::once_flag once;
     std::call_once(once, [] {
-        remove_shm_regions_of_a_former_pid([](const char *n) {
-            DAT2_LOG(log::kGeneric, "removed /dev/shm/%s, left by a process that had this pid\n", n);
+        remove_shm_regions_of_dead_processes([](const char *n) {
+            DAT2_LOG(log::kGeneric, "removed /dev/shm/%s, left by a process that is gone\n", n);
         });
     });
 }
@@ -180,7 +180,7 @@ void RdmTransport::drive_once() {
 
 DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     const char *name = this->name();
-    remove_regions_of_a_former_pid();
+    remove_regions_of_dead_processes();
     // What DAT needs of the provider, in the order it is given up when the
     // provider lacks it: atomics (the IB extensions go without), directed
     // receives (the connection's tag alone tells its messages apart), send

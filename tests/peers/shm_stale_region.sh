@@ -5,6 +5,8 @@
 # with SIGKILL names a live process (the new one) once its pid is reused,
 # which shm refuses (fi_enable: EBUSY). The pid is reused on purpose
 # (/proc/sys/kernel/ns_last_pid; root only, else skipped with exit 77).
+# Then: the regions of a killed process whose pid nobody has are removed by
+# the next process that opens shm (each holds 16 MiB until then).
 set -u
 libdir=$1
 tmp=$(mktemp -d)
@@ -61,4 +63,26 @@ grep -q "PASSED" "$tmp/client.out" && [ $crc = 0 ] && echo "ok: the client passe
     || { echo "FAIL: client exit $crc:"; tail -n 8 "$tmp/client.out"; fail=1; }
 grep -q "PASSED" "$tmp/server.out" && [ $src = 0 ] && echo "ok: the server with the reused pid passed" \
     || { echo "FAIL: server exit $src:"; tail -n 8 "$tmp/server.out"; fail=1; }
+
+dtest -P ofi-shm -s >"$tmp/dead2.out" 2>&1 &
+dead=$!
+for _ in $(seq 50); do
+    ls /dev/shm | grep -q "^$dead:" && break
+    sleep 0.1
+done
+kill -9 "$dead"
+wait "$dead" 2>/dev/null
+[ -n "$(ls /dev/shm | grep "^$dead:")" ] || { echo "FAIL: the second killed server left no region"; exit 1; }
+dtest -P ofi-shm -s >"$tmp/server2.out" 2>&1 &
+server=$!
+for _ in $(seq 50); do
+    grep -q "waiting for connect request\|FAILED" "$tmp/server2.out" && break
+    sleep 0.1
+done
+left=$(ls /dev/shm | grep "^$dead:")
+kill -9 "$server" 2>/dev/null
+wait "$server" 2>/dev/null
+server=
+[ -z "$left" ] && echo "ok: the regions of killed pid $dead went when the next process opened shm" \
+    || { echo "FAIL: /dev/shm still holds $left of killed pid $dead"; fail=1; }
 exit $fail
