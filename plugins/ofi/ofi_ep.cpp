@@ -209,8 +209,11 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
 }
 
 DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc) {
-    if (rc == -FI_EAGAIN)
+    if (rc == -FI_EAGAIN) {
+        DAT2_ERR("%s: posting %s: the provider's queue is full (of the EP, or of every EP on its pair of EVDs)\n",
+                 ia, what);
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
+    }
     DAT2_ERR("%s: posting %s: %s\n", ia, what, fi_text(static_cast<int>(rc)));
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
 }

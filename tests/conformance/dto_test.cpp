@@ -1458,6 +1458,31 @@ TEST_P(DtoTest, EndpointTakesAsManyReceivesAsItsMaxRecvDtos) {
     }
 }
 
+// The IA's max_dto_per_ep is what one Endpoint can have posted: an EP made
+// with that many receives takes them all on its connection (over shm and
+// rxm the IA offered 16384, and the provider's queue refused the 1025th,
+// the 2049th).
+TEST_P(DtoTest, AnEndpointTakesMaxDtoPerEpReceives) {
+    IaAttributes ia;
+    ASSERT_DAT_OK(ia.query(server.ia.ia));
+    const DAT_COUNT n = ia.ia.max_dto_per_ep;
+    ASSERT_GE(n, 1);
+    ASSERT_LE(n, 16384);
+    server.free_ep();
+    DAT_EP_ATTR a = suite_ep_attr(server.ia.ia);
+    a.max_recv_dtos = n;
+    ASSERT_DAT_OK(server.create_ep(&a));
+    Buffer r;
+    ASSERT_DAT_OK(server.register_buffer(r, 8 * static_cast<size_t>(n)));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (DAT_COUNT i = 0; i < n; ++i) {
+        SCOPED_TRACE(i);
+        ASSERT_DAT_OK(recv(server.ep, r, 8 * i, 8, i));
+    }
+    disconnect_pair(client);
+    ASSERT_TRUE(flushed_in_order(server.recv_evd, n, 0));
+}
+
 // Endpoints made on an EVD whose queue is read meanwhile: by a consumer
 // dequeuing its completions, and by the transport itself while a connection
 // on it has traffic. A provider's progress on a queue must never meet an
