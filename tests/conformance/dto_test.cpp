@@ -1517,6 +1517,10 @@ TEST_P(DtoTest, EndpointsCreatedOnAnEvdThatIsBeingReadDoNotDisturbIt) {
             exchanged.fetch_add(1);
         }
     });
+    // The Endpoints come while messages flow: after the first exchange.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (exchanged.load() == 0 && !bad.load() && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     // Each Endpoint pairs the busy request EVD with a recv EVD of its own:
     // a pair no Endpoint had before, so the transport makes its endpoint.
     for (int i = 0; i < 60 && !bad.load(); ++i) {
