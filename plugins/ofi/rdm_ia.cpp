@@ -308,11 +308,13 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     caps.max_private_data = static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, rdmwire::kMaxPdata));
     caps.max_srq_recvs = 0; // see README: no shared receive contexts on RDM endpoints here
     // A libfabric endpoint takes as many receives, and requests, as its
-    // queues hold, for all the EPs of its pair of EVDs together: one EP
-    // alone gets no more than that.
-    caps.max_dtos = static_cast<DAT_COUNT>(
-        std::min({static_cast<std::size_t>(caps.max_dtos), std::max<std::size_t>(1, info_->tx_attr->size),
-                  std::max<std::size_t>(1, info_->rx_attr->size)}));
+    // queues hold, for all the EPs of its pair of EVDs together, less what
+    // the transport posts itself (a connection's hello, the sweep of an
+    // ended one): one EP alone gets no more than that.
+    constexpr std::size_t kOwnPosts = 64;
+    const std::size_t queue = std::min(info_->tx_attr->size, info_->rx_attr->size);
+    const std::size_t usable = queue > 2 * kOwnPosts ? queue - kOwnPosts : std::max<std::size_t>(1, queue / 2);
+    caps.max_dtos = static_cast<DAT_COUNT>(std::min(static_cast<std::size_t>(caps.max_dtos), usable));
     // No send with invalidate and no Endpoint-scoped windows, as on the MSG
     // transport: shm and rxm carry out RDMA at the target in their own
     // progress, checking only the key's domain, before any code of ours sees
