@@ -2,9 +2,8 @@
 // libfabric's shm names an endpoint's region /dev/shm/<pid>:<domain>:<ep>
 // and refuses to enable an endpoint whose region exists (EBUSY). A process
 // killed before it closed its endpoints leaves its regions: each holds its
-// memory (16 MiB for a domain's first endpoint) until someone removes it,
-// and once the pid is reused, the new process finds them named after
-// itself. Before a process opens its first shm endpoint, a region named
+// memory until someone removes it, and once the pid is reused, the new
+// process finds them named after itself. Before a process opens its first shm endpoint, a region named
 // after its own pid or after a pid no process has (kill(2): ESRCH) is a
 // dead process's: it goes. A live process's regions stay, whoever owns
 // them; /dev/shm's sticky bit keeps other users' out of reach anyway.
@@ -12,11 +11,13 @@
 // ours) both call it.
 #pragma once
 
+#include <cctype>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <limits>
 #include <string>
 #include <sys/mman.h>
 #include <sys/types.h>
@@ -32,10 +33,13 @@ template <class Removed> void remove_shm_regions_of_dead_processes(Removed &&rem
     const pid_t self = ::getpid();
     while (const dirent *e = ::readdir(dir)) {
         const char *n = e->d_name;
+        // Only <digits>:<digits>:<digits>, and a pid a process could have:
+        // kill() of 0 or of a negative number would ask about groups.
         long pid = 0;
         int dom = -1, ep = -1, end = 0;
-        if (std::sscanf(n, "%ld:%d:%d%n", &pid, &dom, &ep, &end) != 3 || n[end] != 0 || pid <= 0 || n[0] == '-' ||
-            n[0] == '+')
+        if (!std::isdigit(static_cast<unsigned char>(n[0])) ||
+            std::sscanf(n, "%ld:%d:%d%n", &pid, &dom, &ep, &end) != 3 || n[end] != 0 || pid <= 0 ||
+            pid > std::numeric_limits<pid_t>::max() || dom < 0 || ep < 0)
             continue;
         const bool dead = pid == self || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
         if (dead && ::shm_unlink(n) == 0)

@@ -420,8 +420,8 @@ int main(int argc, char **argv) {
 
     std::vector<char> buf(size, 'b');
     Fabric f;
-    // As the ofi plugin does: a region a killed process left under this pid
-    // would make shm refuse the endpoint (EBUSY).
+    // As the ofi plugin does: regions killed processes left hold memory, and
+    // one left under this pid would make shm refuse the endpoint (EBUSY).
     dat2::remove_shm_regions_of_dead_processes([](const char *) {});
     f.open(provider, window, buf.data(), buf.size());
     const int oob = server ? serve(port) : dial(host, port);

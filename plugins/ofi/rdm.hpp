@@ -467,8 +467,7 @@ private:
     // loop's rounds and drive_once read under mu_, and sweeps read the null
     // queue under dom_mu_: each looks at binding_ there first, and taking
     // each lock once after raising it waits out a read under way.
-    void begin_binding(bool mu_held);
-    void end_binding();
+    class BindingWindow;
     void wake_grown(kit::Evd *request, kit::Evd *recv);
     void close_fabric_eps_of(kit::Evd &evd);
     // `key`: the provider's key of remote.rmr_context (remote_key).
@@ -511,10 +510,7 @@ private:
         const auto start = std::chrono::steady_clock::now();
         const auto until = start + bound;
         for (unsigned i = 1; rc == -FI_EAGAIN; ++i) {
-            fi_cq_tagged_entry none;
-            fi_cq_read(fep.tx_cq, &none, 0);
-            if (fep.rx_cq != fep.tx_cq)
-                fi_cq_read(fep.rx_cq, &none, 0);
+            drive_queues(fep);
             rc = post();
             if ((i & 15) == 0 && rc == -FI_EAGAIN) {
                 const auto now = std::chrono::steady_clock::now();
@@ -526,6 +522,12 @@ private:
         }
         return rc;
     }
+    // A zero-entry read of `fep`'s queues (progress) from a thread that holds
+    // no lock of their EVDs, a post waiting for room: under those locks, as a
+    // consumer reads, so that it never meets an endpoint being bound to them
+    // (BindingWindow). A lock another thread holds skips its queue: that
+    // thread drives the same progress.
+    static void drive_queues(RdmFabricEp &fep);
     // Asks the peer of `rep` over the side channel (rdmwire::kNudge) to
     // drive its provider's progress for a while: an operation of ours waits
     // for it. At most one per kNudgeEvery; mu_ not held (nudge_locked: held).
@@ -642,7 +644,7 @@ private:
     std::uint64_t tag_base_ = 0; // random, per IA: tags of other IAs and processes differ
     std::atomic<std::uint32_t> next_tag_{1};
 
-    std::atomic<int> binding_{0}; // endpoints between binding and fi_enable (begin_binding)
+    std::atomic<int> binding_{0}; // endpoints between binding and fi_enable (BindingWindow)
     std::mutex mu_;               // everything below
     std::unordered_map<std::uint64_t, std::unique_ptr<RdmConn>> conns_;
     std::uint64_t next_conn_id_ = 1;

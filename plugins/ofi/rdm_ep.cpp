@@ -281,6 +281,30 @@ DAT_RETURN RdmTransport::ensure_fabric_ep(kit::Ep &ep) {
     return DAT_SUCCESS;
 }
 
+class RdmTransport::BindingWindow {
+public:
+    BindingWindow(RdmTransport &t, kit::Ep &ep, bool mu_held) : t_(t) {
+        t_.binding_.fetch_add(1, std::memory_order_seq_cst);
+        if (!mu_held) {
+            std::lock_guard<std::mutex> wait_out(t_.mu_);
+        }
+        {
+            std::lock_guard<std::mutex> wait_out(t_.dom_mu_);
+        }
+        consumers_.emplace(ep.request_evd, ep.recv_evd);
+    }
+    ~BindingWindow() {
+        consumers_.reset();
+        t_.binding_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+    BindingWindow(const BindingWindow &) = delete;
+    BindingWindow &operator=(const BindingWindow &) = delete;
+
+private:
+    RdmTransport &t_;
+    std::optional<EvdLocks> consumers_;
+};
+
 std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown,
                                                          bool mu_held) {
     auto fep = std::make_unique<RdmFabricEp>();
@@ -302,21 +326,9 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         rc = fi_ep_bind(fep->ep, &dom.av->fid, 0);
     }
     // Closed after fi_enable, or after fi_close when the endpoint fails.
-    struct Window {
-        RdmTransport *t = nullptr;
-        std::optional<EvdLocks> consumers;
-        void close() {
-            consumers.reset();
-            if (t)
-                t->end_binding();
-            t = nullptr;
-        }
-        ~Window() { close(); }
-    } window;
+    std::optional<BindingWindow> window;
     if (rc == 0) {
-        begin_binding(mu_held);
-        window.t = this;
-        window.consumers.emplace(ep.request_evd, ep.recv_evd);
+        window.emplace(*this, ep, mu_held);
         step = "binding completion queues";
         if (tx == rx) {
             rc = fi_ep_bind(fep->ep, &tx->fid, FI_TRANSMIT | FI_RECV);
@@ -354,7 +366,7 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         close_fep(*fep, enable_called);
         return nullptr;
     }
-    window.close();
+    window.reset();
     char name[rdmwire::kMaxAddr];
     std::size_t len = sizeof name;
     step = "fi_getname";
@@ -372,16 +384,6 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
     fep->name.assign(name, len);
     return fep;
 }
-
-void RdmTransport::begin_binding(bool mu_held) {
-    binding_.fetch_add(1, std::memory_order_seq_cst);
-    if (!mu_held) {
-        std::lock_guard<std::mutex> wait_out(mu_);
-    }
-    std::lock_guard<std::mutex> wait_out(dom_mu_);
-}
-
-void RdmTransport::end_binding() { binding_.fetch_sub(1, std::memory_order_seq_cst); }
 
 void RdmTransport::close_fabric_eps_of(kit::Evd &evd) {
     drive_ias();
@@ -593,11 +595,10 @@ void RdmTransport::sweep_ended(RdmEp &rep) {
         return;
     rep.swept_tag = rep.tag;
     // Two sweeps, the data tag and the hello's, each matched exactly (ignore
-    // 0): shm 1.17 matches a posted receive against a message that arrived
-    // before it with the `ignore` its entry kept from its last use as a
-    // posted receive (smr_generic_recv, smr_match_tagged, smr_get_tag), so
-    // a receive of ours with ignore bits would let a later connection's
-    // data receive take its peer's hello.
+    // 0): shm 1.17 matches a posted receive against a message that came
+    // before it with the ignore mask its entry kept from an earlier receive
+    // (smr_get_tag sets no mask), so ignore bits in one receive of ours
+    // would let a later one take a message not meant for it.
     for (const std::uint64_t bit : {std::uint64_t(0), kHelloBit}) {
         RdmSweep sw;
         sw.fep = rep.fep;
@@ -886,11 +887,20 @@ void RdmTransport::defer(RdmEp &rep, RdmDeferred &&d) {
     deferred_eps_.push_back(rep.id);
 }
 
+void RdmTransport::drive_queues(RdmFabricEp &fep) {
+    for (RdmCq *q : {fep.tx_q, fep.rx_q == fep.tx_q ? nullptr : fep.rx_q}) {
+        if (!q || !q->evd->mu.try_lock())
+            continue;
+        fi_cq_tagged_entry none;
+        fi_cq_read(q->cq, &none, 0);
+        q->evd->mu.unlock();
+    }
+}
+
 bool RdmTransport::drain_deferred(RdmEp &rep) {
     while (!rep.deferred.empty()) {
         RdmDeferred &d = rep.deferred.front();
-        fi_cq_tagged_entry none;
-        fi_cq_read(rep.fep->tx_cq, &none, 0);
+        drive_queues(*rep.fep);
         const ssize_t rc = submit(rep, d.kind, *d.ctx, d.iov, d.desc, d.nsegs, d.flags, d.data, &d.rma);
         if (rc == -FI_EAGAIN)
             return false;

@@ -533,8 +533,9 @@ int RdmTransport::progress_round() {
     {
         std::unique_lock<std::mutex> lock(mu_);
         if (binding_.load(std::memory_order_seq_cst) > 0) {
-            // Its queues are not read now: the whole round waits (a
-            // millisecond), what it was to look at with it.
+            // An endpoint is being bound to queues this round would read:
+            // the round comes again in a millisecond, with what it was to
+            // look at.
             lock.unlock();
             std::lock_guard<std::mutex> wlock(rma_watch_mu_);
             rma_watch_.insert(rma_watch_.end(), watch.begin(), watch.end());

@@ -23,18 +23,31 @@ ofi-shm u2.0 nonthreadsafe default libdat2_ofi.so dat2.2.0 "provider=shm" ""
 CONF
 export LD_LIBRARY_PATH=$libdir DAT_OVERRIDE=$tmp/dat.conf
 
-# A server that made its endpoint, killed: its region stays.
-dtest -P ofi-shm -s >"$tmp/dead.out" 2>&1 &
-dead=$!
-for _ in $(seq 50); do
-    ls /dev/shm | grep -q "^$dead:" && break
-    sleep 0.1
-done
-kill -9 "$dead"
-wait "$dead" 2>/dev/null
-regions=$(ls /dev/shm | grep "^$dead:")
-[ -n "$regions" ] || { cat "$tmp/dead.out"; echo "FAIL: the killed server left no region /dev/shm/$dead:*"; exit 1; }
-echo "the killed server (pid $dead) left: $regions"
+# A server that made its endpoint, killed (output in $1): its regions stay.
+# Sets dead (its pid) and regions.
+kill_a_server() {
+    dtest -P ofi-shm -s >"$1" 2>&1 &
+    dead=$!
+    for _ in $(seq 50); do
+        ls /dev/shm | grep -q "^$dead:" && break
+        sleep 0.1
+    done
+    kill -9 "$dead"
+    wait "$dead" 2>/dev/null
+    regions=$(ls /dev/shm | grep "^$dead:")
+    [ -n "$regions" ] || { cat "$1"; echo "FAIL: the killed server left no region /dev/shm/$dead:*"; exit 1; }
+    echo "the killed server (pid $dead) left: $regions"
+}
+
+# Until the server writing $1 waits for its client (or failed).
+await_server() {
+    for _ in $(seq 50); do
+        grep -q "waiting for connect request\|FAILED" "$1" && break
+        sleep 0.1
+    done
+}
+
+kill_a_server "$tmp/dead.out"
 
 # The next server gets its pid (other processes may take it first: retry).
 for _ in $(seq 50); do
@@ -48,10 +61,7 @@ for _ in $(seq 50); do
 done
 [ -n "$server" ] || { echo "FAIL: pid $dead was not given again in 50 tries"; exit 1; }
 echo "a new server has pid $server"
-for _ in $(seq 50); do
-    grep -q "waiting for connect request\|FAILED" "$tmp/server.out" && break
-    sleep 0.1
-done
+await_server "$tmp/server.out"
 timeout 30 dtest -P ofi-shm -h 127.0.0.1 >"$tmp/client.out" 2>&1
 crc=$?
 timeout 30 tail --pid="$server" -f /dev/null
@@ -64,21 +74,10 @@ grep -q "PASSED" "$tmp/client.out" && [ $crc = 0 ] && echo "ok: the client passe
 grep -q "PASSED" "$tmp/server.out" && [ $src = 0 ] && echo "ok: the server with the reused pid passed" \
     || { echo "FAIL: server exit $src:"; tail -n 8 "$tmp/server.out"; fail=1; }
 
-dtest -P ofi-shm -s >"$tmp/dead2.out" 2>&1 &
-dead=$!
-for _ in $(seq 50); do
-    ls /dev/shm | grep -q "^$dead:" && break
-    sleep 0.1
-done
-kill -9 "$dead"
-wait "$dead" 2>/dev/null
-[ -n "$(ls /dev/shm | grep "^$dead:")" ] || { echo "FAIL: the second killed server left no region"; exit 1; }
+kill_a_server "$tmp/dead2.out"
 dtest -P ofi-shm -s >"$tmp/server2.out" 2>&1 &
 server=$!
-for _ in $(seq 50); do
-    grep -q "waiting for connect request\|FAILED" "$tmp/server2.out" && break
-    sleep 0.1
-done
+await_server "$tmp/server2.out"
 left=$(ls /dev/shm | grep "^$dead:")
 kill -9 "$server" 2>/dev/null
 wait "$server" 2>/dev/null
