@@ -138,8 +138,19 @@ struct OfiCq {
     };
     Part parts[kMaxParts];
     std::atomic<int> count{0}; // parts written before the count is (release)
-    int wait_fd = -1;          // with two parts or more: an epoll set of their wait fds
+    // With two parts or more: an epoll set of their wait fds (each event's
+    // data the part's fid_cq).
+    int wait_fd = -1;
 };
+
+// What a queue's wait fd does not show: a queue (opened by open_cq) is
+// `hot` (its fid's context) while it may have work that its fd does not
+// announce: completions whose signal the provider's progress consumed, a
+// message that waited for a receive now posted (tcp goes back to it only
+// when it walks the queue's endpoints). A read of an EVD reads its parts
+// beyond the first only when their fd is readable or they are hot.
+using PartHot = std::atomic<bool>;
+inline PartHot *part_hot(fid_cq *cq) { return static_cast<PartHot *>(cq->fid.context); }
 
 class OfiTransport final : public kit::Transport {
 public:
@@ -219,7 +230,12 @@ private:
     // Completions of one libfabric queue; `taker` (an EP with an SRQ, whose
     // own queue this is) becomes Completion::ep of each.
     int read_queue(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max);
-    inline int read_queue_inline(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max); // ofi_cq.cpp only
+    // `took`, when given: set when the read took entries (more may remain).
+    inline int read_queue_inline(fid_cq *cq, kit::Ep *taker, kit::Completion *out, int max,
+                                 bool *took = nullptr); // ofi_cq.cpp only
+    // cq_read beyond an EVD's first part: the parts whose fd is readable or
+    // which are hot (PartHot).
+    int read_other_parts(OfiCq &c, int parts, kit::Completion *out, int max);
     // Turns one libfabric completion (`status` from its error entry, if any)
     // into the kit's; false when it reports nothing yet (one part of a write
     // with immediate data).
@@ -258,7 +274,8 @@ private:
     // of retiring_ whose lock it can take now, into `out` to be closed once
     // mu_ is released; whether any EVD is left to look at again.
     bool retire_parts_locked(std::vector<Retired> &out);
-    fid_cq *open_cq(OfiDomain &dom, std::size_t size);
+    fid_cq *open_cq(OfiDomain &dom, std::size_t size); // with its PartHot
+    static void close_cq(fid_cq *cq);                   // and its PartHot
 
     // ---- shared receive queues (ofi_srq.cpp)
     int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);
@@ -432,6 +449,11 @@ struct OfiEp {
     fid_cq *send_cq = nullptr;
     fid_cq *recv_cq = nullptr;
     int send_binds = 0;
+    // The hot flag of the queue its receives complete on (a part of the
+    // recv EVD's queues, or no_part_hot), set by every receive posted;
+    // valid while `ep` is.
+    PartHot *recv_hot = &no_part_hot;
+    PartHot no_part_hot{false};
 };
 
 // A PSP's listener. A freed PSP's stays open, refusing, until the linger

@@ -24,12 +24,26 @@ fid_cq *OfiTransport::open_cq(OfiDomain &dom, std::size_t size) {
     attr.size = size;
     attr.format = FI_CQ_FORMAT_DATA; // remote CQ data: a write with immediate data
     attr.wait_obj = FI_WAIT_FD;
+    auto *hot = new (std::nothrow) PartHot(false);
+    if (!hot) {
+        DAT2_ERR("%s: no memory for a completion queue\n", name());
+        return nullptr;
+    }
     fid_cq *cq = nullptr;
-    if (int rc = fi_cq_open(dom.domain, &attr, &cq, nullptr)) {
+    if (int rc = fi_cq_open(dom.domain, &attr, &cq, hot)) {
         DAT2_ERR("%s: fi_cq_open(size %zu): %s\n", name(), attr.size, fi_text(rc));
+        delete hot;
         return nullptr;
     }
     return cq;
+}
+
+void OfiTransport::close_cq(fid_cq *cq) {
+    PartHot *hot = part_hot(cq);
+    // libfabric refuses to close a queue an endpoint is still bound to, and
+    // that endpoint's receives still set the flag.
+    if (fi_close(&cq->fid) == 0)
+        delete hot;
 }
 
 namespace {
@@ -46,7 +60,7 @@ DAT_RETURN OfiTransport::cq_open(kit::Evd &evd, void *&out) {
     if (!cq)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEVD);
     if (DAT_RETURN r = watch_cq(cq, &evd)) {
-        fi_close(&cq->fid);
+        close_cq(cq);
         return r;
     }
     c->parts[0] = {&base_, cq};
@@ -114,11 +128,12 @@ fid_cq *OfiTransport::cq_part(kit::Evd *evd, OfiDomain &dom, int binds, bool &gr
         if (fi_control(&(i < n ? c.parts[i].cq : cq)->fid, FI_GETWAIT, &fd) == 0) {
             epoll_event ev{};
             ev.events = EPOLLIN;
+            ev.data.ptr = i < n ? c.parts[i].cq : cq;
             ::epoll_ctl(c.wait_fd, EPOLL_CTL_ADD, fd, &ev);
         }
     }
     if (watch_cq_locked(cq, evd) != DAT_SUCCESS) {
-        fi_close(&cq->fid);
+        close_cq(cq);
         return nullptr;
     }
     cqs_.find(cq)->second.binds = binds;
@@ -212,7 +227,7 @@ void OfiTransport::cq_close(kit::Evd &evd) {
     const int n = c->count.load(std::memory_order_acquire);
     for (int i = 0; i < n; ++i) {
         unwatch_cq(c->parts[i].cq);
-        fi_close(&c->parts[i].cq->fid);
+        close_cq(c->parts[i].cq);
         std::lock_guard<std::mutex> lock(dom_mu_);
         --c->parts[i].dom->cq_parts;
         domain_close_if_unused(c->parts[i].dom);
@@ -225,10 +240,12 @@ void OfiTransport::cq_close(kit::Evd &evd) {
 // read_queue's body, inline in cq_read: every poll of an EVD, empty or
 // not, reads its first queue, and the call cost as much as the rest.
 __attribute__((always_inline)) inline int OfiTransport::read_queue_inline(fid_cq *cq, kit::Ep *taker,
-                                                                          kit::Completion *out, int max) {
+                                                                          kit::Completion *out, int max, bool *took) {
     fi_cq_data_entry entries[32];
     max = std::min(max, 32);
     ssize_t n = fi_cq_read(cq, entries, static_cast<std::size_t>(max));
+    if (took)
+        *took = n > 0 || n == -FI_EAVAIL;
     if (n > 0) {
         // The first part of a write with immediate data reports nothing.
         int k = 0;
@@ -260,10 +277,41 @@ int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
     OfiCq &c = cq_ref(evd);
     int n = read_queue_inline(c.parts[0].cq, nullptr, out, max);
     const int parts = c.count.load(std::memory_order_acquire);
-    for (int i = 1; i < parts && n < max; ++i)
-        n += read_queue(c.parts[i].cq, nullptr, out + n, max - n);
+    if (parts > 1 && n < max)
+        n += read_other_parts(c, parts, out + n, max - n);
     if (n < max && srq_queue_count_.load(std::memory_order_acquire) > 0)
         n += read_srq_queues(evd, out + n, max - n);
+    return n;
+}
+
+// Each read of a libfabric tcp queue walks all its endpoints: reading every
+// part would make a poll cost every connection on the EVD. The flag is
+// cleared before the read, so that a flag set during it is kept, and set
+// again after a read that took entries, as more may be queued with their
+// signal consumed.
+int OfiTransport::read_other_parts(OfiCq &c, int parts, kit::Completion *out, int max) {
+    int n = 0;
+    bool took = false;
+    for (int i = 1; i < parts && n < max; ++i) {
+        PartHot &hot = *part_hot(c.parts[i].cq);
+        if (!hot.load(std::memory_order_relaxed) || !hot.exchange(false, std::memory_order_acq_rel))
+            continue;
+        n += read_queue_inline(c.parts[i].cq, nullptr, out + n, max - n, &took);
+        if (took)
+            hot.store(true, std::memory_order_release);
+    }
+    if (n == max || c.wait_fd < 0)
+        return n;
+    epoll_event ready[OfiCq::kMaxParts];
+    const int nready = ::epoll_wait(c.wait_fd, ready, OfiCq::kMaxParts, 0);
+    for (int r = 0; r < nready && n < max; ++r) {
+        auto *cq = static_cast<fid_cq *>(ready[r].data.ptr);
+        if (cq == c.parts[0].cq)
+            continue; // read already
+        n += read_queue_inline(cq, nullptr, out + n, max - n, &took);
+        if (took)
+            part_hot(cq)->store(true, std::memory_order_release);
+    }
     return n;
 }
 
@@ -317,13 +365,20 @@ int OfiTransport::cq_fd(kit::Evd &evd) {
     return fd;
 }
 
+// One part at a time: fi_trywait consumes a queue's signal even when it
+// fails because completions are queued there, and that part must then be
+// read without its fd (PartHot).
 bool OfiTransport::cq_arm(kit::Evd &evd) {
     OfiCq &c = cq_ref(evd);
     const int n = c.count.load(std::memory_order_acquire);
-    fid *f[OfiCq::kMaxParts];
-    for (int i = 0; i < n; ++i)
-        f[i] = &c.parts[i].cq->fid;
-    return fi_trywait(fabric_, f, n) == FI_SUCCESS;
+    for (int i = 0; i < n; ++i) {
+        fid *f = &c.parts[i].cq->fid;
+        if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) {
+            part_hot(c.parts[i].cq)->store(true, std::memory_order_release);
+            return false;
+        }
+    }
+    return true;
 }
 
 // ---- progress -------------------------------------------------------------------
@@ -426,9 +481,14 @@ void OfiTransport::stop_resting(fid_cq *cq, WatchedCq &w) {
 
 bool OfiTransport::drive(fid_cq *cq) {
     // A zero-entry read runs the provider's progress without taking any
-    // completion away from the consumer; 0 means completions are queued.
+    // completion away from the consumer; 0 means completions are queued,
+    // their signal perhaps consumed by that progress.
     fi_cq_msg_entry none;
-    return fi_cq_read(cq, &none, 0) == 0;
+    if (fi_cq_read(cq, &none, 0) != 0)
+        return false;
+    if (PartHot *hot = part_hot(cq)) // an SRQ's queue has none: read every poll
+        hot->store(true, std::memory_order_release);
+    return true;
 }
 
 OfiTransport::WatchedCq *OfiTransport::kick_progress(fid_cq *cq) {
@@ -563,7 +623,10 @@ int OfiTransport::progress_round() {
                 continue;
             }
             // Completions may be queued, and fi_trywait cleared the fd's
-            // signal that a consumer in dat_evd_wait may sleep on: wake it.
+            // signal that a consumer in dat_evd_wait may sleep on: wake it,
+            // and the next read of the EVD reads this part.
+            if (PartHot *hot = part_hot(cq))
+                hot->store(true, std::memory_order_release);
             if (queued)
                 wake.push_back(w.evd);
             w.backoff = std::min(kMaxBackoff, std::max(milliseconds(1), w.backoff * 2));
@@ -575,7 +638,7 @@ int OfiTransport::progress_round() {
     for (kit::Evd *evd : wake)
         kit::evd_wake(*evd);
     for (const Retired &r : retired) {
-        fi_close(&r.cq->fid);
+        close_cq(r.cq);
         std::lock_guard<std::mutex> lock(dom_mu_);
         --r.dom->cq_parts;
         domain_close_if_unused(r.dom);

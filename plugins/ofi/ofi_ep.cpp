@@ -192,6 +192,8 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
     {
         std::lock_guard<kit::Lock> guard(oep.post_mu);
         oep.ep = fep;
+        PartHot *hot = part_hot(recv_cq); // none: an SRQ's queue, or no recv EVD
+        oep.recv_hot = hot ? hot : &oep.no_part_hot;
     }
     eps_by_fid_[&fep->fid] = &oep;
     if (oep.srq_cq) {
@@ -227,6 +229,7 @@ DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
         return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
     if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
         return refused_post(name(), "a DTO", rc);
+    oep.recv_hot->store(true, std::memory_order_release);
     return DAT_SUCCESS;
 }
 

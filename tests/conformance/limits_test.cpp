@@ -339,6 +339,70 @@ protected:
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
         return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
     }
+
+    // Connections whose DTOs complete on one EVD set per side, as MPI makes
+    // them: the client's EPs send and receive on cdto, the server's on sreq
+    // and srecv. (A transport may spread an EVD's connections over several
+    // queues of its own, as ofi does over libfabric tcp, whose per-queue
+    // costs grow with the endpoints on it.)
+    struct Pair {
+        DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
+    };
+    DAT_EVD_HANDLE cdto = DAT_HANDLE_NULL, sreq = DAT_HANDLE_NULL, srecv = DAT_HANDLE_NULL;
+    std::vector<Pair> pairs;
+
+    void make_shared_evds(DAT_COUNT qlen) {
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &cdto));
+        ASSERT_DAT_OK(dat_evd_create(server.ia.ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &sreq));
+        ASSERT_DAT_OK(dat_evd_create(server.ia.ia, qlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &srecv));
+    }
+    // Pair i, connected; with `recv`, a receive (cookie i) posted on the
+    // server's EP before the connection.
+    ::testing::AssertionResult connect_shared(int i, const DAT_LMR_TRIPLET *recv) {
+        Pair p;
+        if (DAT_RETURN r = client.create_ep_on(&p.c, cdto, cdto, client.conn_evd))
+            return ::testing::AssertionFailure() << "client EP " << i << ": " << conformance::ret_text(r);
+        if (DAT_RETURN r = server.create_ep_on(&p.s, srecv, sreq, server.conn_evd)) {
+            dat_ep_free(p.c);
+            return ::testing::AssertionFailure() << "server EP " << i << ": " << conformance::ret_text(r);
+        }
+        pairs.push_back(p);
+        if (recv) {
+            DAT_LMR_TRIPLET t = *recv;
+            if (DAT_RETURN r = dat_ep_post_recv(p.s, 1, &t, conformance::cookie(static_cast<DAT_UINT64>(i)),
+                                                DAT_COMPLETION_DEFAULT_FLAG))
+                return ::testing::AssertionFailure() << "receive " << i << ": " << conformance::ret_text(r);
+        }
+        if (DAT_RETURN r = conformance::connect_ep(p.c, server_addr.ptr(), port))
+            return ::testing::AssertionFailure() << "connect " << i << ": " << conformance::ret_text(r);
+        DAT_EVENT ev{};
+        auto got = conformance::wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev);
+        if (!got)
+            return got << " (pair " << i << ")";
+        if (DAT_RETURN r = dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.s, 0, nullptr))
+            return ::testing::AssertionFailure() << "accept " << i << ": " << conformance::ret_text(r);
+        for (DAT_EVD_HANDLE conn : {server.conn_evd, client.conn_evd})
+            if (!(got = conformance::wait_event(conn, DAT_CONNECTION_EVENT_ESTABLISHED)))
+                return got << " (pair " << i << ")";
+        return ::testing::AssertionSuccess();
+    }
+    void end_shared_pairs() {
+        for (Pair &p : pairs) {
+            EXPECT_DAT_OK(dat_ep_disconnect(p.c, DAT_CLOSE_GRACEFUL_FLAG));
+            EXPECT_TRUE(conformance::wait_connection_end(client.conn_evd));
+            EXPECT_TRUE(conformance::wait_connection_end(server.conn_evd));
+            EXPECT_DAT_OK(dat_ep_free(p.c));
+            EXPECT_DAT_OK(dat_ep_free(p.s));
+        }
+        pairs.clear();
+    }
+    void TearDown() override {
+        end_shared_pairs();
+        for (DAT_EVD_HANDLE e : {cdto, sreq, srecv})
+            if (e != DAT_HANDLE_NULL)
+                EXPECT_DAT_OK(dat_evd_free(e));
+        conformance::ConnectedTest::TearDown();
+    }
 };
 
 TEST_P(LimitsConnectedTest, IdleConnectionCostsNoMoreWithAThousandEvds) {
@@ -372,49 +436,17 @@ TEST_P(LimitsConnectedTest, IdleConnectionCostsNoMoreWithAThousandEvds) {
 // Hundreds of connections whose DTOs complete on one EVD per side: every
 // completion arrives, through dat_evd_wait and dat_evd_dequeue, and once the
 // connections are gone the process holds the descriptors it held before
-// them, while the EVDs live on and serve a new connection. (A transport may
-// spread an EVD's connections over several queues of its own, as ofi does
-// over libfabric tcp, whose per-queue costs grow with the endpoints on it.)
+// them, while the EVDs live on and serve a new connection.
 TEST_P(LimitsConnectedTest, HundredsOfConnectionsOnSharedEvdsCompleteAndGiveTheirDescriptorsBack) {
     constexpr int kPairs = 200;
-    constexpr DAT_COUNT kQlen = 2 * kPairs + 16;
     constexpr size_t kEach = 8;
-    DAT_EVD_HANDLE cdto = DAT_HANDLE_NULL, sreq = DAT_HANDLE_NULL, srecv = DAT_HANDLE_NULL;
-    // The client's EPs send and receive on one EVD; the server's on two.
-    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &cdto));
-    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &sreq));
-    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, kQlen, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &srecv));
+    ASSERT_NO_FATAL_FAILURE(make_shared_evds(2 * kPairs + 16));
     conformance::Buffer out, in;
     ASSERT_DAT_OK(client.register_buffer(out, kEach * kPairs));
     ASSERT_DAT_OK(server.register_buffer(in, kEach * kPairs));
-    struct Pair {
-        DAT_EP_HANDLE c = DAT_HANDLE_NULL, s = DAT_HANDLE_NULL;
-    };
-    std::vector<Pair> pairs;
-    auto connect_one = [&](int i) -> ::testing::AssertionResult {
-        Pair p;
-        if (DAT_RETURN r = client.create_ep_on(&p.c, cdto, cdto, client.conn_evd))
-            return ::testing::AssertionFailure() << "client EP " << i << ": " << conformance::ret_text(r);
-        if (DAT_RETURN r = server.create_ep_on(&p.s, srecv, sreq, server.conn_evd)) {
-            dat_ep_free(p.c);
-            return ::testing::AssertionFailure() << "server EP " << i << ": " << conformance::ret_text(r);
-        }
-        pairs.push_back(p);
-        DAT_LMR_TRIPLET t = in.iov(kEach * static_cast<size_t>(i), kEach);
-        if (DAT_RETURN r = dat_ep_post_recv(p.s, 1, &t, conformance::cookie(i), DAT_COMPLETION_DEFAULT_FLAG))
-            return ::testing::AssertionFailure() << "receive " << i << ": " << conformance::ret_text(r);
-        if (DAT_RETURN r = conformance::connect_ep(p.c, server_addr.ptr(), port))
-            return ::testing::AssertionFailure() << "connect " << i << ": " << conformance::ret_text(r);
-        DAT_EVENT ev{};
-        auto got = conformance::wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev);
-        if (!got)
-            return got << " (pair " << i << ")";
-        if (DAT_RETURN r = dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, p.s, 0, nullptr))
-            return ::testing::AssertionFailure() << "accept " << i << ": " << conformance::ret_text(r);
-        for (DAT_EVD_HANDLE conn : {server.conn_evd, client.conn_evd})
-            if (!(got = conformance::wait_event(conn, DAT_CONNECTION_EVENT_ESTABLISHED)))
-                return got << " (pair " << i << ")";
-        return ::testing::AssertionSuccess();
+    auto connect_one = [&](int i) {
+        const DAT_LMR_TRIPLET t = in.iov(kEach * static_cast<size_t>(i), kEach);
+        return connect_shared(i, &t);
     };
     auto send_one = [&](int i) -> ::testing::AssertionResult {
         std::memcpy(out.data + out.reg_off + kEach * static_cast<size_t>(i), &i, sizeof i);
@@ -424,16 +456,7 @@ TEST_P(LimitsConnectedTest, HundredsOfConnectionsOnSharedEvdsCompleteAndGiveThei
             return ::testing::AssertionFailure() << "send " << i << ": " << conformance::ret_text(r);
         return ::testing::AssertionSuccess();
     };
-    auto teardown = [&]() {
-        for (Pair &p : pairs) {
-            EXPECT_DAT_OK(dat_ep_disconnect(p.c, DAT_CLOSE_GRACEFUL_FLAG));
-            EXPECT_TRUE(conformance::wait_connection_end(client.conn_evd));
-            EXPECT_TRUE(conformance::wait_connection_end(server.conn_evd));
-            EXPECT_DAT_OK(dat_ep_free(p.c));
-            EXPECT_DAT_OK(dat_ep_free(p.s));
-        }
-        pairs.clear();
-    };
+    auto teardown = [&]() { end_shared_pairs(); };
     // A first connection and its end: what a transport keeps for the EVDs
     // or the IA once they have served one is not the connections' cost.
     ASSERT_TRUE(connect_one(0));
@@ -488,9 +511,113 @@ TEST_P(LimitsConnectedTest, HundredsOfConnectionsOnSharedEvdsCompleteAndGiveThei
     ASSERT_TRUE(send_one(0));
     EXPECT_TRUE(conformance::wait_dto_ok(cdto, 1000));
     EXPECT_TRUE(conformance::wait_dto_ok(srecv, 0));
-    teardown();
-    for (DAT_EVD_HANDLE e : {cdto, sreq, srecv})
-        EXPECT_DAT_OK(dat_evd_free(e));
+}
+
+// The same EVDs polled by dat_evd_dequeue alone, with traffic on the
+// connections made last (those a transport spreading an EVD over queues of
+// its own puts on the last ones): messages that arrive before their
+// receives are posted, and messages larger than a socket takes at once.
+// ofi over tcp reads a queue other than an EVD's first only when its fd
+// fires or it may have work the fd does not show; a transport that missed
+// such work hangs here.
+TEST_P(LimitsConnectedTest, ManyConnectionsOnSharedEvdsServeAPollingConsumer) {
+    constexpr int kPairs = 200;
+    constexpr int kLarge = 4; // the last pairs also carry a message of the largest size, up to 4 MiB
+    constexpr size_t kEach = 8;
+    ASSERT_NO_FATAL_FAILURE(make_shared_evds(2 * kPairs + 16));
+    for (int i = 0; i < kPairs; ++i)
+        ASSERT_TRUE(connect_shared(i, nullptr));
+    DAT_EP_PARAM param{};
+    ASSERT_DAT_OK(dat_ep_query(pairs.back().c, DAT_EP_FIELD_EP_ATTR_MAX_MESSAGE_SIZE, &param));
+    const size_t kLargeLen = std::min<size_t>(size_t{4} << 20, param.ep_attr.max_message_size);
+    conformance::Buffer cin, sout, cout, sin;
+    ASSERT_DAT_OK(client.register_buffer(cin, kEach * kPairs));
+    ASSERT_DAT_OK(server.register_buffer(sout, kEach * kPairs));
+    ASSERT_DAT_OK(client.register_buffer(cout, kLargeLen * kLarge));
+    ASSERT_DAT_OK(server.register_buffer(sin, kLargeLen * kLarge));
+    // Polls until `want` completions have come from each EVD of `evds`,
+    // each with DAT_DTO_SUCCESS, cookies base to base + want - 1 once each.
+    auto poll_all = [&](std::initializer_list<DAT_EVD_HANDLE> evds, int want, DAT_UINT64 base) {
+        std::vector<std::vector<int>> seen(evds.size(), std::vector<int>(static_cast<size_t>(want), 0));
+        std::vector<int> got(evds.size(), 0);
+        const auto deadline = Clock::now() + std::chrono::seconds(20);
+        for (bool done = false; !done && Clock::now() < deadline;) {
+            done = true;
+            size_t k = 0;
+            for (DAT_EVD_HANDLE evd : evds) {
+                DAT_EVENT ev{};
+                if (dat_evd_dequeue(evd, &ev) == DAT_SUCCESS) {
+                    EXPECT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+                    const DAT_DTO_COMPLETION_EVENT_DATA &d = ev.event_data.dto_completion_event_data;
+                    EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << conformance::dto_status_name(d.status);
+                    const DAT_UINT64 i = d.user_cookie.as_64 - base;
+                    if (i < static_cast<DAT_UINT64>(want))
+                        ++seen[k][i];
+                    else
+                        ADD_FAILURE() << "cookie " << d.user_cookie.as_64;
+                    ++got[k];
+                }
+                done = done && got[k] >= want;
+                ++k;
+            }
+        }
+        ::testing::AssertionResult r = ::testing::AssertionSuccess();
+        for (size_t k = 0; k < seen.size(); ++k)
+            if (std::count(seen[k].begin(), seen[k].end(), 1) != want)
+                r = ::testing::AssertionFailure() << "EVD " << k << " of the poll: " << got[k] << " completions of "
+                                                  << want << " within 20 s, polling";
+        return r;
+    };
+
+    // Small messages first, their receives posted only once they have had
+    // the time to arrive (their reader stopped at them). The client polls
+    // all along, finding nothing yet.
+    auto poll_nothing = [&](std::chrono::milliseconds how_long) {
+        for (auto until = Clock::now() + how_long; Clock::now() < until;) {
+            DAT_EVENT ev{};
+            ASSERT_EQ(DAT_GET_TYPE(dat_evd_dequeue(cdto, &ev)), DAT_QUEUE_EMPTY);
+        }
+    };
+    ASSERT_NO_FATAL_FAILURE(poll_nothing(std::chrono::milliseconds(20)));
+    for (int i = 0; i < kPairs; ++i) {
+        std::memcpy(sout.data + sout.reg_off + kEach * static_cast<size_t>(i), &i, sizeof i);
+        DAT_LMR_TRIPLET t = sout.iov(kEach * static_cast<size_t>(i), kEach);
+        ASSERT_DAT_OK(dat_ep_post_send(pairs[static_cast<size_t>(i)].s, 1, &t,
+                                       conformance::cookie(static_cast<DAT_UINT64>(i)), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_NO_FATAL_FAILURE(poll_nothing(std::chrono::milliseconds(200)));
+    for (int i = 0; i < kPairs; ++i) {
+        DAT_LMR_TRIPLET t = cin.iov(kEach * static_cast<size_t>(i), kEach);
+        ASSERT_DAT_OK(dat_ep_post_recv(pairs[static_cast<size_t>(i)].c, 1, &t,
+                                       conformance::cookie(static_cast<DAT_UINT64>(i)), DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(poll_all({cdto, sreq}, kPairs, 0)) << "messages sent before their receives were posted";
+    std::printf("%d messages that came before their receives: all received %.3f ms after the receives\n", kPairs,
+                std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    for (int i = 0; i < kPairs; ++i) {
+        int value = -1;
+        std::memcpy(&value, cin.data + cin.reg_off + kEach * static_cast<size_t>(i), sizeof value);
+        EXPECT_EQ(value, i) << "the receive of pair " << i << " holds another pair's message";
+    }
+
+    // Then large messages on the last pairs, all in flight at once.
+    for (int j = 0; j < kLarge; ++j) {
+        const size_t off = kLargeLen * static_cast<size_t>(j);
+        std::memset(cout.data + cout.reg_off + off, 'a' + j, kLargeLen);
+        const Pair &p = pairs[static_cast<size_t>(kPairs - kLarge + j)];
+        DAT_LMR_TRIPLET r = sin.iov(off, kLargeLen), s = cout.iov(off, kLargeLen);
+        ASSERT_DAT_OK(dat_ep_post_recv(p.s, 1, &r, conformance::cookie(static_cast<DAT_UINT64>(500 + j)),
+                                       DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_DAT_OK(dat_ep_post_send(p.c, 1, &s, conformance::cookie(static_cast<DAT_UINT64>(500 + j)),
+                                       DAT_COMPLETION_DEFAULT_FLAG));
+    }
+    ASSERT_TRUE(poll_all({cdto, srecv}, kLarge, 500)) << "messages of " << kLargeLen << " bytes";
+    for (int j = 0; j < kLarge; ++j) {
+        const unsigned char *at = sin.data + sin.reg_off + kLargeLen * static_cast<size_t>(j);
+        EXPECT_EQ(std::count(at, at + kLargeLen, static_cast<unsigned char>('a' + j)), static_cast<std::ptrdiff_t>(kLargeLen))
+            << "large message " << j;
+    }
 }
 
 INSTANTIATE_OVER_IAS(LimitsConnectedTest);
