@@ -139,6 +139,25 @@ inline bool completes_implicitly(const Op &op) {
 // of these for nearly every completion it reads.
 void report_implied_locked(Evd &evd, const Op &x);
 
+// Reports a receive whose turn it is and recycles its record.
+__attribute__((always_inline)) inline void report_recv_locked(Evd &evd, Op &op, const Completion &c) {
+    // A suppressed receive's event is still built: the invalidation
+    // below happens either way.
+    DAT_EVENT unreported;
+    DAT_EVENT &e = op.suppress && c.status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
+    fill_event(e, op, c.status, c.length);
+    if (c.immed != Completion::Immed::kNone && c.status == DAT_DTO_SUCCESS)
+        ext_event(e, op, &c); // a receive consumed by immediate data
+    e.evd_handle = &evd;
+    if (c.invalidate && c.status == DAT_DTO_SUCCESS)
+        rmr_invalidate(*op.ep, c.rmr_context, e);
+    recycle(op);
+}
+
+// A receive of an EP whose receives may complete out of posting order
+// (Capabilities::recvs_out_of_order): reported in posting order.
+void consume_recv_in_order_locked(Evd &evd, const Completion &c);
+
 // dto_consume_locked's body.
 __attribute__((always_inline)) inline void consume_locked(Evd &evd, const Completion *c, int n) {
     for (int i = 0; i < n; ++i) {
@@ -161,23 +180,17 @@ __attribute__((always_inline)) inline void consume_locked(Evd &evd, const Comple
             done_locked(evd, op, c[i].status, c[i].length, false, false);
             continue;
         }
+        if (__builtin_expect(!op.ep->recv_held.empty(), 0) && !op.srq) {
+            consume_recv_in_order_locked(evd, c[i]);
+            continue;
+        }
         std::uint8_t expected = Op::kPosted;
         if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
             // Already reported as flushed by a disconnect: drop the late one.
             op_recycle(op);
             continue;
         }
-        // A suppressed receive's event is still built: the invalidation
-        // below happens either way.
-        DAT_EVENT unreported;
-        DAT_EVENT &e = op.suppress && c[i].status == DAT_DTO_SUCCESS ? unreported : evd_completion_slot_locked(evd);
-        fill_event(e, op, c[i].status, c[i].length);
-        if (c[i].immed != Completion::Immed::kNone && c[i].status == DAT_DTO_SUCCESS)
-            ext_event(e, op, &c[i]); // a receive consumed by immediate data
-        e.evd_handle = &evd;
-        if (c[i].invalidate && c[i].status == DAT_DTO_SUCCESS)
-            rmr_invalidate(*op.ep, c[i].rmr_context, e);
-        recycle(op);
+        report_recv_locked(evd, op, c[i]);
     }
 }
 

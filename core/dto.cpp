@@ -49,6 +49,10 @@ void ep_build_records(Ep &ep) {
     ep.req_ops.assign(ep.req_held.size(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
     ep.requests_failed = false;
+    if (ep.ia->caps.recvs_out_of_order)
+        ep.recv_held.assign(ring_length(static_cast<std::size_t>(std::max<DAT_COUNT>(1, ep.attr.max_recv_dtos))),
+                            nullptr);
+    ep.recv_report_rseq = ep.recv_next_rseq;
 }
 
 void op_recycle_locked(Op &op) { recycle_locked(op); }
@@ -69,6 +73,8 @@ __attribute__((always_inline)) inline Op *op_take(Ep &ep, bool recv) {
     if (!recv) {
         op->rseq = ep.req_next_rseq++;
         __atomic_store_n(&ep.req_ops[op->rseq & (ep.req_ops.size() - 1)], op, __ATOMIC_RELEASE);
+    } else {
+        op->rseq = ep.recv_next_rseq++;
     }
     op->seq = ep.next_seq++;
     return op;
@@ -108,6 +114,8 @@ void ep_reclaim_records(Ep &ep) {
     std::fill(ep.req_held.begin(), ep.req_held.end(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
     ep.requests_failed = false;
+    std::fill(ep.recv_held.begin(), ep.recv_held.end(), nullptr);
+    ep.recv_report_rseq = ep.recv_next_rseq;
 }
 
 // ---- receives before the transport can take them ---------------------------------
@@ -471,6 +479,12 @@ void ep_flush_outstanding(Ep &ep, bool remote_refused) {
         // second look at the state.
         if (op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_seq_cst))
             pending.push_back(&op);
+        // A receive completed behind one that had not: flushed with it
+        // (dat_ep_disconnect(3DAT): the follow-on DTOs of one that completes
+        // unsuccessfully do too). Its record stays until the EP is reset.
+        else if (op.is_recv && !op.srq && expected == Op::kHeld &&
+                 op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_seq_cst))
+            pending.push_back(&op);
     }
     std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
     for (Op *op : pending) {
@@ -515,6 +529,55 @@ namespace detail {
 // failed and none of them has a held request behind it, their records go
 // back in one take of ops_mu: a consumer that suppresses its sends has one
 // of these for nearly every completion it reads.
+void consume_recv_in_order_locked(Evd &evd, const Completion &c) {
+    Op &op = *c.op;
+    Ep &ep = *op.ep;
+    const std::size_t n = ep.recv_held.size();
+    if (op.rseq != ep.recv_report_rseq) {
+        // An earlier receive has not completed yet: wait for it.
+        std::uint8_t expected = Op::kPosted;
+        if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
+            op_recycle(op); // flushed by a disconnect: drop the late one
+            return;
+        }
+        op.held_status = c.status;
+        op.held_length = c.length;
+        op.held_invalidate = c.invalidate;
+        op.held_rmr_context = c.rmr_context;
+        op.held_immed = static_cast<std::uint8_t>(c.immed);
+        op.held_immed_data = c.immed_data;
+        ep.recv_held[op.rseq & (n - 1)] = &op;
+        return;
+    }
+    std::uint8_t expected = Op::kPosted;
+    if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
+        op_recycle(op);
+        return;
+    }
+    detail::report_recv_locked(evd, op, c);
+    // The receives completed behind it, up to the first still outstanding
+    // (or flushed meanwhile: the flush reports it and those after it).
+    while (++ep.recv_report_rseq, true) {
+        Op *&slot = ep.recv_held[ep.recv_report_rseq & (n - 1)];
+        Op *h = slot;
+        if (!h || h->rseq != ep.recv_report_rseq)
+            break;
+        slot = nullptr;
+        std::uint8_t held = Op::kHeld;
+        if (!h->state.compare_exchange_strong(held, Op::kFree, std::memory_order_acq_rel))
+            break;
+        Completion hc{};
+        hc.op = h;
+        hc.status = h->held_status;
+        hc.length = h->held_length;
+        hc.invalidate = h->held_invalidate;
+        hc.rmr_context = h->held_rmr_context;
+        hc.immed = static_cast<Completion::Immed>(h->held_immed);
+        hc.immed_data = h->held_immed_data;
+        detail::report_recv_locked(evd, *h, hc);
+    }
+}
+
 void report_implied_locked(Evd &evd, const Op &x) {
     Ep &ep = *x.ep;
     const std::size_t n = ep.req_ops.size();

@@ -84,6 +84,9 @@ struct Capabilities {
     DAT_COUNT max_eps = kMaxObjects, max_evds = kMaxObjects, max_pzs = kMaxObjects;
     DAT_COUNT max_srq_recvs = 0;      // receives one SRQ holds; 0: no SRQs
     bool requests_in_order = false;   // an EP's requests complete in posting order
+    // An EP's receives may complete out of posting order (a long message
+    // after a short one sent behind it): the kit reports them in order.
+    bool recvs_out_of_order = false;
     bool fence = false;               // honours DAT_COMPLETION_BARRIER_FENCE_FLAG itself
     bool recv_before_connect = false; // takes receives on an EP that has no connection yet
     // The peer's window is unreachable from the moment the message is placed
@@ -108,17 +111,24 @@ struct Op {
     // (libfabric's FI_CONTEXT2 mode writes here); first, so &op is the context.
     void *transport_context[8] = {};
     // kHeld: a request the transport completed before an earlier request of
-    // its EP; reported, in posting order, once the earlier ones are.
+    // its EP, or a receive before an earlier receive
+    // (Capabilities::recvs_out_of_order); reported, in posting order, once
+    // the earlier ones are.
     enum State : std::uint8_t { kFree, kPosted, kFlushed, kHeld };
     std::atomic<std::uint8_t> state{kFree};
     bool suppress = false; // DAT_COMPLETION_SUPPRESS_FLAG
     bool is_recv = false;
     DAT_DTOS operation = DAT_DTO_SEND;
     std::uint64_t seq = 0;                                   // posting order, for flushes
-    std::uint64_t rseq = 0;                                  // requests: posting order among the EP's requests
+    std::uint64_t rseq = 0; // posting order among the EP's requests, or among its receives
     DAT_DTO_COMPLETION_STATUS held_status = DAT_DTO_SUCCESS; // kHeld: its completion
     std::uint32_t held_length = 0;
     bool held_silent = false; // kHeld: a post that failed, reported by its return code
+    // A held receive's completion: the rest of its Completion.
+    bool held_invalidate = false;
+    std::uint8_t held_immed = 0; // Completion::Immed
+    std::uint32_t held_immed_data = 0;
+    DAT_RMR_CONTEXT held_rmr_context = 0;
     DAT_DTO_COOKIE cookie{};
     std::uint32_t length = 0;
     Ep *ep = nullptr;
@@ -297,6 +307,13 @@ struct Ep : ObjectHeader {
     // EVD's mu where a completion stands for earlier requests too
     // (Capabilities::requests_in_order).
     std::vector<Op *> req_ops;
+    // Capabilities::recvs_out_of_order: receives are reported in posting
+    // order, as requests are. recv_next_rseq: the next receive's rseq (under
+    // ops_mu); recv_report_rseq: the next to report, recv_held: completed
+    // receives waiting for it, by rseq modulo its size (under the recv
+    // EVD's mu; empty without the capability).
+    std::uint64_t recv_next_rseq = 0, recv_report_rseq = 0;
+    std::vector<Op *> recv_held;
     std::atomic<int> recvs_posted{0}, requests_posted{0};
     std::atomic<int> reads_posted{0}; // RDMA reads not yet completed (barrier fence)
     void *tp = nullptr;               // the transport's endpoint state

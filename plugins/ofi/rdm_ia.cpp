@@ -321,6 +321,9 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     // the message that should have closed the window; and a key cannot be
     // limited to one endpoint (no FI_MR_ENDPOINT).
     caps.send_with_invalidate = false;
+    // rxm completes a long message's receive (rendezvous) after a short one
+    // sent behind it; nothing in fi_info says which providers do.
+    caps.recvs_out_of_order = true;
     caps.rmr_scope_ep = false;
     const bool local_mr = info_->domain_attr->mr_mode != FI_MR_BASIC && (info_->domain_attr->mr_mode & FI_MR_LOCAL);
     if ((info_->caps & FI_ATOMIC) && !local_mr) {

@@ -422,6 +422,36 @@ TEST_P(DtoTest, ManyMessagesArriveInOrder) {
     EXPECT_TRUE(no_event(client.req_evd));
 }
 
+// dat_srq_create(3DAT): "For each connection the Recv buffers completion
+// order is guaranteed to be in the order of the posted matching Sends to the
+// other end of the connection" (and dat_ep_recv_query(3DAT)'s example), at
+// any mix of sizes: rxm sends a long message by rendezvous, which completes
+// after a short one sent behind it.
+TEST_P(DtoTest, LongAndShortMessagesCompleteTheirReceivesInSendOrder) {
+    constexpr int kMessages = 16; // long, short, long, short...
+    const size_t kLong = std::min<size_t>(64 * 1024, static_cast<size_t>(cattr().max_message_size));
+    ASSERT_LE(kMessages, std::min(cattr().max_request_dtos, sattr().max_recv_dtos));
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, kLong * kMessages, 0, r, kLong * kMessages));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int i = 0; i < kMessages; ++i)
+        ASSERT_DAT_OK(recv(server.ep, r, kLong * static_cast<size_t>(i), kLong, static_cast<DAT_UINT64>(i)));
+    auto length_of = [&](int i) { return i % 2 ? size_t{1} : kLong; };
+    for (int i = 0; i < kMessages; ++i) {
+        std::memset(s.data + kLong * static_cast<size_t>(i), 0x40 + i, length_of(i));
+        ASSERT_DAT_OK(send(client.ep, s, kLong * static_cast<size_t>(i), length_of(i), static_cast<DAT_UINT64>(i)));
+    }
+    for (int i = 0; i < kMessages; ++i)
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, static_cast<DAT_UINT64>(i))) << "send " << i;
+    for (int i = 0; i < kMessages; ++i) {
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, static_cast<DAT_UINT64>(i), &ev)) << "receive " << i;
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, length_of(i)) << "receive " << i;
+        EXPECT_EQ(r.data[kLong * static_cast<size_t>(i)], 0x40 + i) << "receive " << i;
+    }
+    EXPECT_TRUE(no_event(server.recv_evd));
+}
+
 namespace {
 
 // dat_evd_dequeue until an event comes (or `limit` passes: false).

@@ -51,6 +51,7 @@ public:
         dat2::test::register_scripted("scripted", "");
         dat2::test::register_scripted("scripted-ordered", "in_order=1 fence=1 recv_before_connect=1");
         dat2::test::register_scripted("scripted-srq", "srq=64");
+        dat2::test::register_scripted("scripted-recvs-unordered", "recvs_out_of_order=1");
     }
 };
 const auto *const kEnvironment = ::testing::AddGlobalTestEnvironment(new Environment);
@@ -198,6 +199,11 @@ struct Side {
         dat_ep_get_status(ep, nullptr, nullptr, &idle);
         return idle == DAT_TRUE;
     }
+    bool recvs_idle() {
+        DAT_BOOLEAN idle = DAT_FALSE;
+        dat_ep_get_status(ep, nullptr, &idle, nullptr);
+        return idle == DAT_TRUE;
+    }
     kit_op_t op(std::size_t n) { return script().op(ep, n); }
     std::size_t posted() { return script().log(ep).posted.size(); }
 };
@@ -229,6 +235,48 @@ TEST_F(KitRules, ReceivesAreReportedAsTheyComplete) {
     ASSERT_OK(side.recv(2));
     side.script().complete(side.op(1), DAT_DTO_SUCCESS, 10);
     EXPECT_EQ(side.events(), std::vector<Seen>{dto(2)});
+}
+
+// A transport whose receives may complete out of posting order (rxm's
+// rendezvous): reported in posting order (dat_srq_create(3DAT): "in the
+// order of the posted matching Sends").
+TEST_F(KitRules, ReceivesCompletedOutOfOrderAreReportedInPostingOrderWhereTheTransportSaysSo) {
+    side.open("scripted-recvs-unordered");
+    side.connect();
+    for (DAT_UINT64 c : {1, 2, 3})
+        ASSERT_OK(side.recv(c));
+    side.script().complete(side.op(2), DAT_DTO_SUCCESS, 10);
+    side.script().complete(side.op(1), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), std::vector<Seen>{}) << "held behind the first receive";
+    EXPECT_FALSE(side.recvs_idle());
+    side.script().complete(side.op(0), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1), dto(2), dto(3)}));
+    EXPECT_TRUE(side.recvs_idle());
+    // And again, the ring's positions reused.
+    for (DAT_UINT64 c : {4, 5})
+        ASSERT_OK(side.recv(c));
+    side.script().complete(side.op(4), DAT_DTO_SUCCESS, 10);
+    side.script().complete(side.op(3), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(4), dto(5)}));
+}
+
+TEST_F(KitRules, AConnectionEndFlushesTheReceivesHeldBehindAnOutstandingOne) {
+    side.open("scripted-recvs-unordered");
+    side.connect();
+    for (DAT_UINT64 c : {1, 2, 3})
+        ASSERT_OK(side.recv(c));
+    side.script().complete(side.op(1), DAT_DTO_SUCCESS, 10); // held behind receive 1
+    side.script().end_connection(side.ep, false);
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1, DAT_DTO_ERR_FLUSHED), dto(2, DAT_DTO_ERR_FLUSHED),
+                                                dto(3, DAT_DTO_ERR_FLUSHED), conn(DAT_CONNECTION_EVENT_DISCONNECTED)}));
+    side.script().complete(side.op(0), DAT_DTO_SUCCESS, 10); // late: dropped
+    EXPECT_EQ(side.events(), std::vector<Seen>{});
+    ASSERT_OK(dat_ep_reset(side.ep));
+    EXPECT_TRUE(side.recvs_idle());
+    side.connect();
+    ASSERT_OK(side.recv(4));
+    side.script().complete(side.op(side.posted() - 1), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), std::vector<Seen>{dto(4)}) << "the order starts again after the reset";
 }
 
 TEST_F(KitRules, AFailedRequestFlushesTheSuccessesHeldBehindIt) {

@@ -25,6 +25,8 @@ bool parse_scripted_params(const std::string &text, ScriptedParams &out, std::st
             out.caps.fence = on;
         else if (key == "recv_before_connect")
             out.caps.recv_before_connect = on;
+        else if (key == "recvs_out_of_order")
+            out.caps.recvs_out_of_order = on;
         else if (key == "srq")
             out.caps.max_srq_recvs = std::stoi(value);
         else {
