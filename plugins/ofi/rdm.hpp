@@ -141,6 +141,7 @@ struct RdmDomain {
     // mu_ held:
     std::unordered_map<std::string, RdmAvEntry> av_entries;
     std::deque<std::string> av_idle; // entries whose last connection ended, oldest first (may repeat)
+    std::uint64_t departures_seen = 0; // departed_endpoints().count when av_entries were last looked at
 };
 
 // One libfabric endpoint, shared by the DAT Endpoints of one pair of EVDs in one PZ.
@@ -714,6 +715,17 @@ private:
     bool run_sweeps(std::vector<kit::Evd *> &wake);
     bool sweep_step(RdmSweep &sw, std::int64_t now_ns, std::vector<kit::Evd *> &wake); // true: finished
     static constexpr std::size_t kAvIdleEntries = 64;
+    // shm 1.17 reaches a peer endpoint of this process through that
+    // endpoint's own mapping of its region, which fi_close unmaps, and
+    // fi_enable of any endpoint touches the region of every peer in its
+    // address vector: an entry for an endpoint of this process that has
+    // closed (another IA's, or this one's) must leave the vector first.
+    // Its names are unique in the process (a counter of shm's), so the
+    // closed ones are noted process-wide and looked for.
+    bool maps_local_peers_ = false;
+    void note_departed(const RdmFabricEp &fep); // before its fi_close
+    // mu_ held: removes the unused entries of dom that name a closed one.
+    void forget_departed_peers(RdmDomain &dom);
     // EPs with RDMA or atomic operations outstanding (rma_out went from 0 to
     // 1 since the loop last looked): the loop breaks the connection of one
     // whose operations stay unanswered. Its own lock: taken on the post path.

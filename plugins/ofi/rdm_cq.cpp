@@ -273,6 +273,7 @@ void RdmTransport::oversized(kit::Completion &out) {
 int RdmTransport::cq_fd(kit::Evd &evd) { return queues(evd).wait_fd.load(std::memory_order_acquire); }
 
 void RdmTransport::close_fep(RdmFabricEp &fep, bool enable_called) {
+    note_departed(fep);
     if (!enable_called) {
         fep.close(); // rxm adds itself to the queues' wait sets at fi_enable
         return;

@@ -7,6 +7,7 @@
 #include "fi_attrs.hpp"
 #include "log.hpp"
 
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 namespace dat2::ofi {
@@ -307,6 +309,12 @@ private:
 
 std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain &dom, bool &grown,
                                                          bool mu_held) {
+    {
+        std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+        if (!mu_held)
+            lock.lock();
+        forget_departed_peers(dom); // before fi_enable
+    }
     auto fep = std::make_unique<RdmFabricEp>();
     fep->dom = &dom;
     fep->request_evd = ep.request_evd;
@@ -530,6 +538,74 @@ int RdmTransport::av_insert(RdmDomain &dom, const std::string &name, fi_addr_t &
     return 0;
 }
 
+namespace {
+// Names of the libfabric endpoints of this process that closed (for
+// RdmTransport::maps_local_peers_), the oldest forgotten past kMax: an
+// unused entry of an address vector is removed long before that many
+// endpoints of the process have closed (kAvIdleEntries).
+struct DepartedEndpoints {
+    static constexpr std::size_t kMax = 65536;
+    std::mutex mu; // taken last: nothing is locked under it
+    std::unordered_set<std::string> names;
+    std::deque<std::string> order;
+    std::uint64_t count = 0; // names ever noted
+};
+DepartedEndpoints &departed_endpoints() {
+    static DepartedEndpoints *d = [] {
+        auto *made = new DepartedEndpoints;
+        // A child forked while another thread held the lock gets it free.
+        pthread_atfork([] { departed_endpoints().mu.lock(); }, [] { departed_endpoints().mu.unlock(); },
+                       [] { departed_endpoints().mu.unlock(); });
+        return made;
+    }();
+    return *d;
+}
+bool departed(const std::string &name) {
+    DepartedEndpoints &d = departed_endpoints();
+    std::lock_guard<std::mutex> lock(d.mu);
+    return d.names.count(name) != 0;
+}
+} // namespace
+
+void RdmTransport::note_departed(const RdmFabricEp &fep) {
+    if (!maps_local_peers_ || fep.name.empty())
+        return;
+    DepartedEndpoints &d = departed_endpoints();
+    std::lock_guard<std::mutex> lock(d.mu);
+    if (!d.names.insert(fep.name).second)
+        return;
+    d.order.push_back(fep.name);
+    ++d.count;
+    if (d.order.size() > DepartedEndpoints::kMax) {
+        d.names.erase(d.order.front());
+        d.order.pop_front();
+    }
+}
+
+void RdmTransport::forget_departed_peers(RdmDomain &dom) {
+    if (!maps_local_peers_)
+        return;
+    std::vector<fi_addr_t> gone;
+    {
+        DepartedEndpoints &d = departed_endpoints();
+        std::lock_guard<std::mutex> lock(d.mu);
+        if (dom.departures_seen == d.count)
+            return;
+        dom.departures_seen = d.count;
+        for (auto it = dom.av_entries.begin(); it != dom.av_entries.end();) {
+            // One a connection still uses goes when that connection ends (av_release).
+            if (it->second.refs == 0 && d.names.count(it->first)) {
+                gone.push_back(it->second.addr);
+                it = dom.av_entries.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (fi_addr_t addr : gone)
+        fi_av_remove(dom.av, &addr, 1, 0);
+}
+
 // An entry no connection uses stays: a provider may still have operations
 // for the peer in flight (rxm crashes in its progress after fi_av_remove of
 // a peer it has a connection to), and the next connection to the same peer
@@ -539,6 +615,12 @@ void RdmTransport::av_release(RdmDomain &dom, const std::string &name) {
     auto found = dom.av_entries.find(name);
     if (found == dom.av_entries.end() || --found->second.refs > 0)
         return;
+    if (maps_local_peers_ && departed(name)) {
+        fi_addr_t addr = found->second.addr;
+        fi_av_remove(dom.av, &addr, 1, 0);
+        dom.av_entries.erase(found);
+        return;
+    }
     dom.av_idle.push_back(name);
     while (dom.av_idle.size() > kAvIdleEntries) {
         auto old = dom.av_entries.find(dom.av_idle.front());

@@ -262,6 +262,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     }
     open_scratch();
     directed_recv_ = (info_->caps & FI_DIRECTED_RECV) != 0;
+    maps_local_peers_ = std::strcmp(info_->fabric_attr->prov_name, "shm") == 0;
     fence_after_write_ = !(info_->tx_attr->msg_order & FI_ORDER_SAW);
     user_keys_ = info_->domain_attr->mr_mode != FI_MR_BASIC && !(info_->domain_attr->mr_mode & FI_MR_PROV_KEY);
 
@@ -376,7 +377,10 @@ RdmTransport::~RdmTransport() {
         c->fd = -1;
     }
     conns_.clear();
-    for_each_fep([](RdmFabricEp &fep) { fep.close(); });
+    for_each_fep([this](RdmFabricEp &fep) {
+        note_departed(fep);
+        fep.close();
+    });
     fabric_eps_.clear();
     stalled_feps_.clear();
     // EVDs were closed before the IA (their queues with them).

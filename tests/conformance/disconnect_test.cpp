@@ -1111,4 +1111,53 @@ TEST_P(DisconnectTest, FreeOrDisconnectTentativeConnectionPendingEndpointIsInval
 
 } // namespace
 
+// The peer of a connection is another IA of this process, which closes.
+// This side's endpoints made afterwards open, connect and carry a message.
+// (shm 1.17 reaches a peer of its own process through that peer's mapping
+// of its region, which the peer's close unmaps, and touched every peer of
+// the address vector at each new endpoint: SIGSEGV.)
+TEST_P(DisconnectTest, EndpointsMadeAfterAPeerIaOfThisProcessClosedOpenAndConnect) {
+    Side third;
+    ASSERT_DAT_OK(third.open(GetParam()));
+    ASSERT_DAT_OK(third.create_ep());
+    const DAT_CONN_QUAL q = unused_conn_qual();
+    DAT_PSP_HANDLE psp3 = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_psp_create(third.ia.ia, q, third.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp3));
+    IaAddress third_addr;
+    ASSERT_DAT_OK(ia_address(third.ia.ia, &third_addr));
+    ASSERT_DAT_OK(conformance::connect_ep(client.ep, third_addr.ptr(), q));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(third.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, third.ep, 0, nullptr));
+    ASSERT_TRUE(wait_event(third.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    ASSERT_TRUE(wait_connection_end(client.conn_evd));
+    ASSERT_TRUE(wait_connection_end(third.conn_evd));
+    // EVDs the client has not used yet: a new endpoint of its transport.
+    DAT_EVD_HANDLE creq = DAT_HANDLE_NULL, crecv = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &creq));
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &crecv));
+    EXPECT_DAT_OK(dat_psp_free(psp3));
+    third.close();
+    DAT_EP_HANDLE cep = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(client.create_ep_on(&cep, crecv, creq, client.conn_evd));
+    Buffer out, in;
+    ASSERT_DAT_OK(client.register_buffer(out, 64));
+    ASSERT_DAT_OK(server.post_recvs(in, 1, 7, 64));
+    ASSERT_DAT_OK(conformance::connect_ep(cep, server_addr.ptr(), port));
+    DAT_CR_HANDLE cr = server_wait_cr();
+    ASSERT_NE(cr, DAT_HANDLE_NULL);
+    ASSERT_NO_FATAL_FAILURE(accept_pair(cr));
+    DAT_LMR_TRIPLET t = out.iov(0, 64);
+    ASSERT_DAT_OK(dat_ep_post_send(cep, 1, &t, conformance::cookie(8), DAT_COMPLETION_DEFAULT_FLAG));
+    EXPECT_TRUE(wait_dto_ok(creq, 8));
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 7));
+    ASSERT_DAT_OK(dat_ep_disconnect(cep, DAT_CLOSE_ABRUPT_FLAG));
+    EXPECT_TRUE(wait_connection_end(client.conn_evd));
+    EXPECT_DAT_OK(dat_ep_free(cep));
+    EXPECT_DAT_OK(dat_evd_free(creq));
+    EXPECT_DAT_OK(dat_evd_free(crecv));
+}
+
 INSTANTIATE_OVER_IAS(DisconnectTest);
