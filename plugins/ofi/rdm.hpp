@@ -432,6 +432,7 @@ private:
     DAT_RETURN prepare_data_path(RdmEp &rep, std::unique_lock<std::mutex> &lock);
     // A graceful disconnect whose requests are still in flight (the EP's timer).
     void graceful_check(std::uint64_t ep_id);
+    void collect_for_disconnect(std::uint64_t ep_id); // the loop's, no lock held
     // Sends the disconnect, ends the data path and detaches the side channel
     // (mu_ held); fills `report`, returns the connection to retire.
     RdmConn *finish_disconnect(RdmEp &rep, kit::ConnectionReport &report);

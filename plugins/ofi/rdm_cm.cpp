@@ -480,7 +480,41 @@ DAT_RETURN RdmTransport::disconnect(kit::Ep &ep, bool graceful) {
     return DAT_SUCCESS;
 }
 
+namespace {
+// What a disconnect waits for: the messages the peer sent before its
+// disconnect (while draining), and our requests the provider still holds.
+bool waits_for_dtos(const RdmEp &rep) {
+    return (rep.draining && rep.msgs_in.load(std::memory_order_relaxed) < rep.drain_until_msgs) ||
+           rep.requests_out.load(std::memory_order_relaxed) > 0;
+}
+} // namespace
+
+// The counts a disconnect waits for move as completions are read: those
+// the consumer has not read yet are read into its EVDs now, or the
+// disconnect would wait its whole timeout for a consumer that reads only
+// once it learns of it. On the loop, without mu_ (an EVD's lock comes
+// first): an EVD's free waits for this handler (cq_close), and the EP is
+// looked up again after.
+void RdmTransport::collect_for_disconnect(std::uint64_t ep_id) {
+    kit::Evd *evds[2] = {};
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto it = eps_.find(ep_id);
+        if (it == eps_.end())
+            return;
+        const RdmEp &rep = *it->second;
+        if (!(rep.draining || rep.graceful_pending) || !waits_for_dtos(rep))
+            return;
+        evds[0] = rep.owner->request_evd;
+        evds[1] = rep.owner->recv_evd != evds[0] ? rep.owner->recv_evd : nullptr;
+    }
+    for (kit::Evd *evd : evds)
+        if (evd && evd->cq && kit::evd_collect(*evd))
+            kit::evd_wake(*evd);
+}
+
 void RdmTransport::graceful_check(std::uint64_t ep_id) {
+    collect_for_disconnect(ep_id);
     kit::ConnectionReport report;
     RdmConn *retire = nullptr;
     {
@@ -491,9 +525,7 @@ void RdmTransport::graceful_check(std::uint64_t ep_id) {
         RdmEp &rep = *it->second;
         if (rep.draining) {
             // The peer's disconnect waits for the messages it followed.
-            if ((rep.msgs_in.load(std::memory_order_relaxed) < rep.drain_until_msgs ||
-                 rep.requests_out.load(std::memory_order_relaxed) > 0) &&
-                std::chrono::steady_clock::now() < rep.drain_deadline) {
+            if (waits_for_dtos(rep) && std::chrono::steady_clock::now() < rep.drain_deadline) {
                 loop().arm(rep.disconnect_timer, kit::Deadline::after(std::chrono::milliseconds(1)));
                 return;
             }

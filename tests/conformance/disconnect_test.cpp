@@ -1111,6 +1111,54 @@ TEST_P(DisconnectTest, FreeOrDisconnectTentativeConnectionPendingEndpointIsInval
 
 } // namespace
 
+// The peer disconnects while this side's consumer has not read a
+// completion yet (of a send, or of a receive): this side learns of it at
+// once, not only once its consumer reads (the RDM transport's disconnect
+// waits for the DTOs the peer's followed, which it counted as they were
+// read, and gave up after a second), and the completion is the success it
+// was. Meanwhile a send posted here would go to a peer that takes nothing.
+TEST_P(DisconnectTest, APeersDisconnectIsSeenWhileThisSidesCompletionsAreUnread) {
+    for (const bool unread_is_receive : {false, true}) {
+        for (const DAT_CLOSE_FLAGS how : {DAT_CLOSE_ABRUPT_FLAG, DAT_CLOSE_GRACEFUL_FLAG}) {
+            SCOPED_TRACE(std::string(unread_is_receive ? "an unread receive" : "an unread send") + ", peer " +
+                         (how == DAT_CLOSE_ABRUPT_FLAG ? "abrupt" : "graceful"));
+            ASSERT_NO_FATAL_FAILURE(connect_pair());
+            Buffer sbuf, rbuf;
+            ASSERT_DAT_OK(server.post_recvs(rbuf, 1, 0x10, 64));
+            ASSERT_DAT_OK(client.post_recvs(sbuf, 1, 0x20, 64));
+            DAT_LMR_TRIPLET t = sbuf.iov(0, 8);
+            if (unread_is_receive) {
+                DAT_LMR_TRIPLET st = rbuf.iov(0, 8);
+                ASSERT_DAT_OK(dat_ep_post_send(server.ep, 1, &st, cookie(0x11), DAT_COMPLETION_DEFAULT_FLAG));
+                ASSERT_TRUE(wait_dto_ok(server.req_evd, 0x11));
+            } else {
+                ASSERT_DAT_OK(dat_ep_post_send(client.ep, 1, &t, cookie(0x21), DAT_COMPLETION_DEFAULT_FLAG));
+                ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0x10));
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50)); // its completion is there, unread
+            ASSERT_DAT_OK(dat_ep_disconnect(server.ep, how));
+            ASSERT_TRUE(wait_connection_end(server.conn_evd));
+            // Well within the second the transport would otherwise wait.
+            DAT_EVENT ev{};
+            ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev, 600 * 1000))
+                << "the peer's disconnect, with a completion unread";
+            if (unread_is_receive)
+                EXPECT_TRUE(wait_dto_ok(client.recv_evd, 0x20));
+            else
+                EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x21));
+            // Both EPs again, for the next round.
+            server.free_ep();
+            client.free_ep();
+            ASSERT_DAT_OK(server.create_ep());
+            ASSERT_DAT_OK(client.create_ep());
+            for (Side *side : {&server, &client})
+                for (DAT_EVD_HANDLE e : {side->recv_evd, side->req_evd})
+                    while (dat_evd_dequeue(e, &ev) == DAT_SUCCESS) {
+                    }
+        }
+    }
+}
+
 // The peer of a connection is another IA of this process, which closes.
 // This side's endpoints made afterwards open, connect and carry a message.
 // (shm 1.17 reaches a peer of its own process through that peer's mapping
