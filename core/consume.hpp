@@ -154,9 +154,11 @@ __attribute__((always_inline)) inline void report_recv_locked(Evd &evd, Op &op, 
     recycle(op);
 }
 
-// A receive of an EP whose receives may complete out of posting order
-// (Capabilities::recvs_out_of_order): reported in posting order.
-void consume_recv_in_order_locked(Evd &evd, const Completion &c);
+// Capabilities::recvs_out_of_order: a receive completed before an earlier
+// one of its EP waits for it (Ep::recv_held); and once the receive whose
+// turn it was is reported, those waiting behind it, in order.
+void hold_recv_locked(Op &op, const Completion &c);
+void release_held_recvs_locked(Evd &evd, Ep &ep);
 
 // dto_consume_locked's body.
 __attribute__((always_inline)) inline void consume_locked(Evd &evd, const Completion *c, int n) {
@@ -180,8 +182,10 @@ __attribute__((always_inline)) inline void consume_locked(Evd &evd, const Comple
             done_locked(evd, op, c[i].status, c[i].length, false, false);
             continue;
         }
-        if (__builtin_expect(!op.ep->recv_held.empty(), 0) && !op.srq) {
-            consume_recv_in_order_locked(evd, c[i]);
+        Ep &ep = *op.ep;
+        const bool in_order = !ep.recv_held.empty() && !op.srq;
+        if (__builtin_expect(in_order && op.rseq != ep.recv_report_rseq, 0)) {
+            hold_recv_locked(op, c[i]);
             continue;
         }
         std::uint8_t expected = Op::kPosted;
@@ -191,6 +195,8 @@ __attribute__((always_inline)) inline void consume_locked(Evd &evd, const Comple
             continue;
         }
         report_recv_locked(evd, op, c[i]);
+        if (in_order && ep.recv_held[++ep.recv_report_rseq & (ep.recv_held.size() - 1)])
+            release_held_recvs_locked(evd, ep);
     }
 }
 

@@ -529,35 +529,27 @@ namespace detail {
 // failed and none of them has a held request behind it, their records go
 // back in one take of ops_mu: a consumer that suppresses its sends has one
 // of these for nearly every completion it reads.
-void consume_recv_in_order_locked(Evd &evd, const Completion &c) {
-    Op &op = *c.op;
-    Ep &ep = *op.ep;
-    const std::size_t n = ep.recv_held.size();
-    if (op.rseq != ep.recv_report_rseq) {
-        // An earlier receive has not completed yet: wait for it.
-        std::uint8_t expected = Op::kPosted;
-        if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
-            op_recycle(op); // flushed by a disconnect: drop the late one
-            return;
-        }
-        op.held_status = c.status;
-        op.held_length = c.length;
-        op.held_invalidate = c.invalidate;
-        op.held_rmr_context = c.rmr_context;
-        op.held_immed = static_cast<std::uint8_t>(c.immed);
-        op.held_immed_data = c.immed_data;
-        ep.recv_held[op.rseq & (n - 1)] = &op;
-        return;
-    }
+void hold_recv_locked(Op &op, const Completion &c) {
     std::uint8_t expected = Op::kPosted;
-    if (!op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_acq_rel)) {
-        op_recycle(op);
+    if (!op.state.compare_exchange_strong(expected, Op::kHeld, std::memory_order_acq_rel)) {
+        op_recycle(op); // flushed by a disconnect: drop the late one
         return;
     }
-    detail::report_recv_locked(evd, op, c);
-    // The receives completed behind it, up to the first still outstanding
-    // (or flushed meanwhile: the flush reports it and those after it).
-    while (++ep.recv_report_rseq, true) {
+    op.held_status = c.status;
+    op.held_length = c.length;
+    op.held_invalidate = c.invalidate;
+    op.held_rmr_context = c.rmr_context;
+    op.held_immed = static_cast<std::uint8_t>(c.immed);
+    op.held_immed_data = c.immed_data;
+    Ep &ep = *op.ep;
+    ep.recv_held[op.rseq & (ep.recv_held.size() - 1)] = &op;
+}
+
+// Up to the first receive still outstanding, or flushed meanwhile (the
+// flush reports it and those after it).
+void release_held_recvs_locked(Evd &evd, Ep &ep) {
+    const std::size_t n = ep.recv_held.size();
+    for (;; ++ep.recv_report_rseq) {
         Op *&slot = ep.recv_held[ep.recv_report_rseq & (n - 1)];
         Op *h = slot;
         if (!h || h->rseq != ep.recv_report_rseq)
