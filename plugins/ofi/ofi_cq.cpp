@@ -292,15 +292,17 @@ int OfiTransport::cq_read(kit::Evd &evd, kit::Completion *out, int max) {
 int OfiTransport::read_other_parts(OfiCq &c, int parts, kit::Completion *out, int max) {
     int n = 0;
     bool took = false;
+    // Without the epoll set (it could not be made), every part.
+    const bool all = c.wait_fd < 0;
     for (int i = 1; i < parts && n < max; ++i) {
         PartHot &hot = *part_hot(c.parts[i].cq);
-        if (!hot.load(std::memory_order_relaxed) || !hot.exchange(false, std::memory_order_acq_rel))
+        if (!all && (!hot.load(std::memory_order_relaxed) || !hot.exchange(false, std::memory_order_acq_rel)))
             continue;
         n += read_queue_inline(c.parts[i].cq, nullptr, out + n, max - n, &took);
         if (took)
             hot.store(true, std::memory_order_release);
     }
-    if (n == max || c.wait_fd < 0)
+    if (n == max || all)
         return n;
     epoll_event ready[OfiCq::kMaxParts];
     const int nready = ::epoll_wait(c.wait_fd, ready, OfiCq::kMaxParts, 0);
