@@ -107,6 +107,13 @@ void ep_reclaim_records(Ep &ep) {
         std::lock_guard<Lock> lock(ep.flush_mu);
         ep.connection_flushed = false;
     }
+    if (!ep.recv_held.empty() && ep.recv_evd) {
+        // Under the lock its readers hold: a late completion of this EP may
+        // still be read from a shared EVD.
+        std::lock_guard<Lock> evd_lock(ep.recv_evd->mu);
+        std::fill(ep.recv_held.begin(), ep.recv_held.end(), nullptr);
+        ep.recv_report_rseq = ep.recv_next_rseq;
+    }
     std::lock_guard<Lock> lock(ep.ops_mu);
     for (Op &op : ep.ops)
         if (op.state.load() == Op::kFlushed || op.state.load() == Op::kHeld)
@@ -114,8 +121,6 @@ void ep_reclaim_records(Ep &ep) {
     std::fill(ep.req_held.begin(), ep.req_held.end(), nullptr);
     ep.req_report_rseq = ep.req_next_rseq;
     ep.requests_failed = false;
-    std::fill(ep.recv_held.begin(), ep.recv_held.end(), nullptr);
-    ep.recv_report_rseq = ep.recv_next_rseq;
 }
 
 // ---- receives before the transport can take them ---------------------------------
@@ -143,9 +148,12 @@ void ep_transport_ready(Ep &ep) {
         // A receive the transport refuses now stays posted in the kit's
         // books and is flushed with the connection.
         if (DAT_RETURN r = ep.ia->transport->post_recv(ep, *p.op, p.segs.data(), static_cast<int>(p.segs.size()),
-                                                       DAT_COMPLETION_DEFAULT_FLAG))
+                                                       DAT_COMPLETION_DEFAULT_FLAG)) {
             DAT2_ERR("%s: EP %p: a receive posted before the connection was refused: 0x%x\n", ep.ia->name.c_str(),
                      (void *)&ep, r);
+            if (!ep.recv_held.empty() && ep.recv_evd)
+                recv_turn_passes(*ep.recv_evd, *p.op); // no message can come to it
+        }
     }
     ep.pending_recvs.clear();
     ep.transport_ready.store(true, std::memory_order_release);
@@ -311,14 +319,17 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
         if (DAT_RETURN r = wait_for_reads(*ep))
             return r;
     // Requests of a transport that completes them in order keep the order
-    // of their posting sequence in its queue (Capabilities::requests_in_order).
+    // of their posting sequence in its queue (Capabilities::requests_in_order),
+    // and receives whose completions the kit puts in order theirs
+    // (Capabilities::recvs_out_of_order: the provider matches messages to
+    // receives in the order it gets them).
     struct OrderLock {
         Lock *mu;
         ~OrderLock() {
             if (mu)
                 mu->unlock();
         }
-    } order_lock{!recv && caps.requests_in_order ? &ep->post_mu : nullptr};
+    } order_lock{(recv ? caps.recvs_out_of_order : caps.requests_in_order) ? &ep->post_mu : nullptr};
     if (order_lock.mu)
         order_lock.mu->lock();
     Op *op = op_take(*ep, recv);
@@ -361,12 +372,15 @@ __attribute__((always_inline)) inline DAT_RETURN post_dto(DAT_EP_HANDLE ep_handl
             : ext ? ep->ia->transport->post_ext(*ep, *op, segs, nsegs, *remote, flags)
                   : ep->ia->transport->post(*ep, kind, *op, segs, nsegs, remote, flags);
     if (r != DAT_SUCCESS) {
-        // The post failed: the record goes back (a request's turn in the
-        // posting order passes without an event).
+        // The post failed: the record goes back (its turn in the posting
+        // order passes without an event).
+        const bool recv_in_order = recv && !ep->recv_held.empty();
         std::uint8_t expected = Op::kPosted;
-        if (!op->state.compare_exchange_strong(expected, recv ? Op::kFree : Op::kHeld))
+        if (!op->state.compare_exchange_strong(expected, recv && !recv_in_order ? Op::kFree : Op::kHeld))
             return DAT_SUCCESS; // the connection ended meanwhile and flushed it: that is its completion
-        if (recv)
+        if (recv_in_order)
+            recv_turn_passes(*evd, *op);
+        else if (recv)
             op_recycle(*op);
         else
             evd_request_done(*evd, *op, DAT_DTO_SUCCESS, true, false);
@@ -482,9 +496,13 @@ void ep_flush_outstanding(Ep &ep, bool remote_refused) {
         // A receive completed behind one that had not: flushed with it
         // (dat_ep_disconnect(3DAT): the follow-on DTOs of one that completes
         // unsuccessfully do too). Its record stays until the EP is reset.
-        else if (op.is_recv && !op.srq && expected == Op::kHeld &&
+        else if (op.is_recv && !op.srq && expected == Op::kHeld && !op.held_silent &&
                  op.state.compare_exchange_strong(expected, Op::kFlushed, std::memory_order_seq_cst))
             pending.push_back(&op);
+        // One the transport refused, waiting for its turn to pass: back, silently.
+        else if (op.is_recv && !op.srq && expected == Op::kHeld && op.held_silent &&
+                 op.state.compare_exchange_strong(expected, Op::kFree, std::memory_order_seq_cst))
+            op_recycle(op);
     }
     std::sort(pending.begin(), pending.end(), [](const Op *a, const Op *b) { return a->seq < b->seq; });
     for (Op *op : pending) {
@@ -535,6 +553,7 @@ void hold_recv_locked(Op &op, const Completion &c) {
         op_recycle(op); // flushed by a disconnect: drop the late one
         return;
     }
+    op.held_silent = false;
     op.held_status = c.status;
     op.held_length = c.length;
     op.held_invalidate = c.invalidate;
@@ -556,6 +575,12 @@ void release_held_recvs_locked(Evd &evd, Ep &ep) {
             break;
         slot = nullptr;
         std::uint8_t held = Op::kHeld;
+        if (h->held_silent) {
+            // A receive the transport refused (recv_turn_passes): no event.
+            if (h->state.compare_exchange_strong(held, Op::kFree, std::memory_order_acq_rel))
+                op_recycle(*h);
+            continue;
+        }
         if (!h->state.compare_exchange_strong(held, Op::kFree, std::memory_order_acq_rel))
             break;
         Completion hc{};
@@ -569,6 +594,25 @@ void release_held_recvs_locked(Evd &evd, Ep &ep) {
         detail::report_recv_locked(evd, *h, hc);
     }
 }
+
+} // namespace detail
+
+void recv_turn_passes(Evd &evd, Op &op) {
+    std::lock_guard<Lock> lock(evd.mu);
+    Ep &ep = *op.ep;
+    op.held_silent = true;
+    if (op.rseq != ep.recv_report_rseq) {
+        ep.recv_held[op.rseq & (ep.recv_held.size() - 1)] = &op; // passes when its turn comes
+        return;
+    }
+    std::uint8_t held = Op::kHeld;
+    if (op.state.compare_exchange_strong(held, Op::kFree, std::memory_order_acq_rel))
+        op_recycle(op);
+    if (ep.recv_held[++ep.recv_report_rseq & (ep.recv_held.size() - 1)])
+        detail::release_held_recvs_locked(evd, ep);
+}
+
+namespace detail {
 
 void report_implied_locked(Evd &evd, const Op &x) {
     Ep &ep = *x.ep;

@@ -27,6 +27,10 @@ void ep_reclaim_records(Ep &ep);
 void request_done_locked(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, std::uint32_t length, bool silent,
                          bool flushing);
 void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing);
+// Capabilities::recvs_out_of_order: a receive the transport refused (kHeld,
+// given back when its turn comes) or will never fill (kPosted, flushed with
+// the connection) lets the receives after it be reported. Takes evd.mu.
+void recv_turn_passes(Evd &evd, Op &op);
 // Turns completions read from the transport into events; evd.mu held.
 void dto_consume_locked(Evd &evd, const Completion *c, int n);
 // Where the next completion event is built, in place (an event is 120

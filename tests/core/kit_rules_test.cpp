@@ -260,6 +260,26 @@ TEST_F(KitRules, ReceivesCompletedOutOfOrderAreReportedInPostingOrderWhereTheTra
     EXPECT_EQ(side.events(), (std::vector<Seen>{dto(4), dto(5)}));
 }
 
+TEST_F(KitRules, AReceiveTheTransportRefusesPassesItsTurnInTheReceivesOrder) {
+    side.open("scripted-recvs-unordered");
+    side.connect();
+    ASSERT_OK(side.recv(1));
+    side.script().fail_next_post(DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    EXPECT_EQ(side.recv(2), DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    ASSERT_OK(side.recv(3));
+    side.script().complete(side.op(1), DAT_DTO_SUCCESS, 10); // the transport's second receive is 3
+    EXPECT_EQ(side.events(), std::vector<Seen>{}) << "held behind receive 1";
+    side.script().complete(side.op(0), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1), dto(3)}));
+    EXPECT_TRUE(side.recvs_idle()) << "the refused receive's record is back too";
+    // Refused while it is its turn.
+    side.script().fail_next_post(DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    EXPECT_EQ(side.recv(4), DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0));
+    ASSERT_OK(side.recv(5));
+    side.script().complete(side.op(side.posted() - 1), DAT_DTO_SUCCESS, 10);
+    EXPECT_EQ(side.events(), std::vector<Seen>{dto(5)});
+}
+
 TEST_F(KitRules, AConnectionEndFlushesTheReceivesHeldBehindAnOutstandingOne) {
     side.open("scripted-recvs-unordered");
     side.connect();
