@@ -187,10 +187,13 @@ bool OfiTransport::retire_parts_locked(std::vector<Retired> &out) {
             if (w.binds > 0)
                 continue;
             // Completions the consumer has not read yet (an endpoint's
-            // flushed receives) keep the part until a later unbinding.
+            // flushed receives) keep the part until a later unbinding; the
+            // progress of this look may have consumed their signal.
             fi_cq_msg_entry none;
-            if (fi_cq_read(cq, &none, 0) != -FI_EAGAIN)
+            if (fi_cq_read(cq, &none, 0) != -FI_EAGAIN) {
+                part_hot(cq)->store(true, std::memory_order_release);
                 continue;
+            }
             int fd = -1;
             if (c.wait_fd >= 0 && fi_control(&cq->fid, FI_GETWAIT, &fd) == 0)
                 ::epoll_ctl(c.wait_fd, EPOLL_CTL_DEL, fd, nullptr);
@@ -373,6 +376,11 @@ int OfiTransport::cq_fd(kit::Evd &evd) {
 bool OfiTransport::cq_arm(kit::Evd &evd) {
     OfiCq &c = cq_ref(evd);
     const int n = c.count.load(std::memory_order_acquire);
+    // A flagged part has work its fd does not show: read it first. (The
+    // first part's flag means nothing: every read reads that part.)
+    for (int i = 1; i < n; ++i)
+        if (part_hot(c.parts[i].cq)->load(std::memory_order_acquire))
+            return false;
     for (int i = 0; i < n; ++i) {
         fid *f = &c.parts[i].cq->fid;
         if (fi_trywait(fabric_, &f, 1) != FI_SUCCESS) {
