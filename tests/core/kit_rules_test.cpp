@@ -242,6 +242,10 @@ TEST_F(KitRules, ReceivesAreReportedAsTheyComplete) {
 // order of the posted matching Sends").
 TEST_F(KitRules, ReceivesCompletedOutOfOrderAreReportedInPostingOrderWhereTheTransportSaysSo) {
     side.open("scripted-recvs-unordered");
+    // Four receives at most: the second round below goes round the ring of held receives.
+    DAT_EP_PARAM param{};
+    param.ep_attr.max_recv_dtos = 4;
+    ASSERT_OK(dat_ep_modify(side.ep, DAT_EP_FIELD_EP_ATTR_MAX_RECV_DTOS, &param));
     side.connect();
     for (DAT_UINT64 c : {1, 2, 3})
         ASSERT_OK(side.recv(c));
@@ -252,7 +256,7 @@ TEST_F(KitRules, ReceivesCompletedOutOfOrderAreReportedInPostingOrderWhereTheTra
     side.script().complete(side.op(0), DAT_DTO_SUCCESS, 10);
     EXPECT_EQ(side.events(), (std::vector<Seen>{dto(1), dto(2), dto(3)}));
     EXPECT_TRUE(side.recvs_idle());
-    // And again, the ring's positions reused.
+    // And again, receives 4 and 5 at the ring's last and first positions.
     for (DAT_UINT64 c : {4, 5})
         ASSERT_OK(side.recv(c));
     side.script().complete(side.op(4), DAT_DTO_SUCCESS, 10);
