@@ -3,10 +3,11 @@
 // and refuses to enable an endpoint whose region exists (EBUSY). A process
 // killed before it closed its endpoints leaves its regions: each holds its
 // memory until someone removes it, and once the pid is reused, the new
-// process finds them named after itself. Before a process opens its first shm endpoint, a region named
-// after its own pid or after a pid no process has (kill(2): ESRCH) is a
-// dead process's: it goes. A live process's regions stay, whoever owns
-// them; /dev/shm's sticky bit keeps other users' out of reach anyway.
+// process finds them named after itself. Before a process opens its first
+// shm endpoint, a region named after its own pid or after a pid no process
+// has (kill(2): ESRCH) is a dead process's: it goes. A live process's
+// regions stay, whoever owns them; /dev/shm's sticky bit keeps other users'
+// out of reach anyway.
 // Header-only: the ofi plugin and datperf-fi-bw (which links nothing of
 // ours) both call it.
 #pragma once

@@ -387,7 +387,10 @@ int main(int argc, char **argv) {
             provider = arg();
         else if (a == "-o") {
             std::string o = arg();
-            op = o == "send" ? Op::Send : o == "write" ? Op::Write : o == "read" ? Op::Read : (usage("-o: send, write or read"), Op::Send);
+            op = o == "send"    ? Op::Send
+                 : o == "write" ? Op::Write
+                 : o == "read"  ? Op::Read
+                                : (usage("-o: send, write or read"), Op::Send);
         } else if (a == "-S")
             size = number("-S", arg());
         else if (a == "-I")

@@ -275,7 +275,7 @@ private:
     // mu_ is released; whether any EVD is left to look at again.
     bool retire_parts_locked(std::vector<Retired> &out);
     fid_cq *open_cq(OfiDomain &dom, std::size_t size); // with its PartHot
-    static void close_cq(fid_cq *cq);                   // and its PartHot
+    static void close_cq(fid_cq *cq);                  // and its PartHot
 
     // ---- shared receive queues (ofi_srq.cpp)
     int read_srq_queues(kit::Evd &evd, kit::Completion *out, int max);

@@ -1530,7 +1530,8 @@ TEST_P(DtoTest, EndpointsCreatedOnAnEvdThatIsBeingReadDoNotDisturbIt) {
     std::thread traffic([&] {
         DAT_EVENT ev{};
         for (DAT_UINT64 i = 0; !stop.load() && !bad.load(); ++i) {
-            if (recv(server.ep, r, 64 * (i % 64), 64, i) != DAT_SUCCESS || send(client.ep, s, 0, 64, i) != DAT_SUCCESS) {
+            if (recv(server.ep, r, 64 * (i % 64), 64, i) != DAT_SUCCESS ||
+                send(client.ep, s, 0, 64, i) != DAT_SUCCESS) {
                 failed = "a post failed";
                 bad = true;
                 break;

@@ -615,7 +615,8 @@ TEST_P(LimitsConnectedTest, ManyConnectionsOnSharedEvdsServeAPollingConsumer) {
     ASSERT_TRUE(poll_all({cdto, srecv}, kLarge, 500)) << "messages of " << kLargeLen << " bytes";
     for (int j = 0; j < kLarge; ++j) {
         const unsigned char *at = sin.data + sin.reg_off + kLargeLen * static_cast<size_t>(j);
-        EXPECT_EQ(std::count(at, at + kLargeLen, static_cast<unsigned char>('a' + j)), static_cast<std::ptrdiff_t>(kLargeLen))
+        EXPECT_EQ(std::count(at, at + kLargeLen, static_cast<unsigned char>('a' + j)),
+                  static_cast<std::ptrdiff_t>(kLargeLen))
             << "large message " << j;
     }
 }
