@@ -151,6 +151,11 @@ void evd_wake(Evd &evd) {
     wake_and_notify(evd, cno);
 }
 
+void evd_wake_waiters(Evd &evd) {
+    if (evd.inside.load(std::memory_order_seq_cst) > 0)
+        signal_fd(evd.wake_fd);
+}
+
 void evd_request_done(Evd &evd, Op &op, DAT_DTO_COMPLETION_STATUS status, bool silent, bool flushing) {
     Cno *cno;
     {

@@ -354,6 +354,12 @@ template <class F> void ep_in_request_order(Ep &ep, F &&fn) {
 // Completions may have arrived in the EVD's queue (cq_fd() is -1, or the
 // transport consumed the fd's signal): wakes its waiters and CNO.
 void evd_wake(Evd &evd);
+// Wakes the threads asleep in dat_evd_wait or dat_cno_wait on the EVD, if
+// any, so that they read its queue again; takes no lock. For work that a
+// post made readable without the queue's fd firing. Call after the post,
+// ordered after it (a sequentially consistent store or fence): the waiters
+// are counted before they read.
+void evd_wake_waiters(Evd &evd);
 // Reads everything in the EVD's queue into its ring: for a transport that
 // needs a completion of its own read (cq_read drops it) whether or not the
 // Consumer reads the EVD. True when the ring grew: the caller then calls

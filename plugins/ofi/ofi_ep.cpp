@@ -223,13 +223,23 @@ DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc) {
 DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                    DAT_COMPLETION_FLAGS) {
     OfiEp &oep = oep_of(ep);
-    std::lock_guard<kit::Lock> guard(oep.post_mu);
-    fid_ep *fep = oep.ep;
-    if (!fep)
-        return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
-    if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
-        return refused_post(name(), "a DTO", rc);
-    oep.recv_hot->store(true, std::memory_order_release);
+    {
+        std::lock_guard<kit::Lock> guard(oep.post_mu);
+        fid_ep *fep = oep.ep;
+        if (!fep)
+            return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);
+        if (const ssize_t rc = post_msg(fep, true, op, segs, nsegs))
+            return refused_post(name(), "a DTO", rc);
+        // Sequentially consistent, as is the count of the EVD's waiters that
+        // a wait raises before it reads: either its read sees the flag, or
+        // this post sees the waiter (below).
+        oep.recv_hot->store(true, std::memory_order_seq_cst);
+    }
+    // A waiter already asleep on the EVD's fds would not see this receive
+    // complete a message tcp already holds (it read all of a message of no
+    // bytes): its socket has nothing new. Woken, it reads the queues again.
+    if (ep.recv_evd)
+        kit::evd_wake_waiters(*ep.recv_evd);
     return DAT_SUCCESS;
 }
 

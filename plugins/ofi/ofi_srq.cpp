@@ -65,8 +65,18 @@ void OfiTransport::srq_close(kit::Srq &srq) {
 
 DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
     ssize_t rc = post_msg(static_cast<OfiSrq *>(srq.tp)->srx, true, op, segs, nsegs);
-    if (rc == 0)
+    if (rc == 0) {
+        // As OfiTransport::post_recv: the waiters of the EVDs this SRQ's
+        // receives complete on may sleep through a message tcp already holds.
+        // Every read of such an EVD reads the SRQ's queues, no flag needed.
+        // Under the lock the EPs, and so their EVDs, stay.
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        for (const SrqQueue &q : srq_queues_)
+            if (q.ep->srq == &srq && q.ep->recv_evd)
+                kit::evd_wake_waiters(*q.ep->recv_evd);
         return DAT_SUCCESS;
+    }
     if (rc == -FI_EAGAIN)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     DAT2_ERR("%s: posting a receive to an SRQ: %s\n", name(), fi_text(static_cast<int>(rc)));

@@ -339,6 +339,54 @@ TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
     EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
 }
 
+// A consumer asleep in dat_evd_wait on the receive EVD, while another thread
+// posts the receive of a message that has already arrived (of no bytes, and
+// of a few): the post completes the receive, and the waiter wakes for it at
+// once, not when a transport's thread next happens to look.
+TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
+    constexpr int kRounds = 6;
+    constexpr auto kWoken = std::chrono::milliseconds(250);
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x15, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    for (int round = 0; round < kRounds; ++round) {
+        const size_t len = round % 2 ? 64 : 0;
+        const DAT_UINT64 ck = 0x900 + static_cast<DAT_UINT64>(round);
+        ASSERT_DAT_OK(send(client.ep, s, 0, len, ck));
+        // The message reaches the server (InfiniBand's sender retries until
+        // the receive is posted: its send completes after that).
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::atomic<bool> waiting{false};
+        DAT_RETURN got = DAT_SUCCESS;
+        DAT_EVENT ev{};
+        std::chrono::steady_clock::time_point woke;
+        std::thread waiter([&] {
+            DAT_COUNT nmore = 0;
+            waiting.store(true);
+            got = dat_evd_wait(server.recv_evd, 10'000'000, 1, &ev, &nmore);
+            woke = std::chrono::steady_clock::now();
+        });
+        while (!waiting.load())
+            std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // asleep by now
+        const auto posted = std::chrono::steady_clock::now();
+        const DAT_RETURN p = recv(server.ep, r, 0, 4096, ck);
+        waiter.join();
+        ASSERT_DAT_OK(p);
+        ASSERT_DAT_OK(got);
+        const auto &d = ev.event_data.dto_completion_event_data;
+        ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << dto_status_name(d.status);
+        EXPECT_EQ(d.user_cookie.as_64, ck);
+        EXPECT_EQ(d.transfered_length, len);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted);
+        std::cout << "[ info     ] round " << round << " (" << len << " B): woken " << ms.count()
+                  << " ms after the receive was posted\n";
+        EXPECT_LT(ms.count(), kWoken.count()) << "round " << round << ", a message of " << len << " B";
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
+    }
+}
+
 // A remote buffer of length 0: dat_ep_post_rdma_read(3DAT) transfers "all the
 // data specified by the remote_buffer", none here, and the read still completes;
 // a write of no local data (num_segments "Can be 0") completes too. Neither may

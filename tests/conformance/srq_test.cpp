@@ -13,10 +13,13 @@
 #include "connected.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace conformance;
@@ -522,6 +525,54 @@ TEST_P(SrqTest, TwoClientsFeedOneSrqEachEpOnItsOwnRecvEvd) {
     EXPECT_DAT_OK(dat_ep_recv_query(sep[0], &nbufs, &span));
     EXPECT_EQ(nbufs, DAT_VALUE_UNKNOWN);
     EXPECT_EQ(span, DAT_VALUE_UNKNOWN);
+}
+
+// A consumer asleep in dat_evd_wait on the recv EVD of an EP with an SRQ,
+// while another thread posts to the SRQ the buffer that a message which
+// already arrived (of no bytes) takes: it wakes for that receive at once.
+TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
+    constexpr int kRounds = 4;
+    constexpr long kWokenMs = 250;
+    Buffer rb;
+    ASSERT_DAT_OK(server.register_buffer(rb, kRounds * kMsg));
+    DAT_SRQ_HANDLE srq = make_srq(kRounds);
+    DAT_EP_HANDLE sep = make_srq_ep(srq, server.recv_evd);
+    ASSERT_NO_FATAL_FAILURE(connect_eps(client.ep, sep));
+    for (int round = 0; round < kRounds; ++round) {
+        const DAT_UINT64 ck = 0x700 + static_cast<DAT_UINT64>(round);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 0, nullptr, cookie(ck), DAT_COMPLETION_DEFAULT_FLAG));
+        // The message reaches the server (InfiniBand's sender retries until
+        // the receive is posted: its send completes after that).
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::atomic<bool> waiting{false};
+        DAT_RETURN got = DAT_SUCCESS;
+        DAT_EVENT ev{};
+        std::chrono::steady_clock::time_point woke;
+        std::thread waiter([&] {
+            DAT_COUNT nmore = 0;
+            waiting.store(true);
+            got = dat_evd_wait(server.recv_evd, 10'000'000, 1, &ev, &nmore);
+            woke = std::chrono::steady_clock::now();
+        });
+        while (!waiting.load())
+            std::this_thread::yield();
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // asleep by now
+        const auto posted = std::chrono::steady_clock::now();
+        DAT_LMR_TRIPLET t = rb.iov(kMsg * static_cast<size_t>(round), kMsg);
+        const DAT_RETURN p = dat_srq_post_recv(srq, 1, &t, cookie(static_cast<DAT_UINT64>(round)));
+        waiter.join();
+        ASSERT_DAT_OK(p);
+        ASSERT_DAT_OK(got);
+        const auto &d = ev.event_data.dto_completion_event_data;
+        ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << event_text(ev);
+        EXPECT_EQ(d.user_cookie.as_64, static_cast<DAT_UINT64>(round));
+        EXPECT_EQ(d.transfered_length, 0u);
+        const long ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted).count());
+        std::cout << "[ info     ] round " << round << ": woken " << ms << " ms after the SRQ's receive was posted\n";
+        EXPECT_LT(ms, kWokenMs) << "round " << round;
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
+    }
 }
 
 TEST_P(SrqTest, TwoClientsFeedOneSrqThroughOneRecvEvd) {
