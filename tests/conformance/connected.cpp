@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -166,6 +167,26 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us)
         return ::testing::AssertionFailure()
                << "expected a successful completion with cookie 0x" << std::hex << ck << ", got " << event_text(ev);
     return ::testing::AssertionSuccess();
+}
+
+WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETURN()> &post) {
+    WaitAcrossPost w;
+    std::atomic<bool> waiting{false};
+    std::chrono::steady_clock::time_point woke;
+    std::thread waiter([&] {
+        DAT_COUNT nmore = 0;
+        waiting.store(true);
+        w.wait = dat_evd_wait(evd, 10'000'000, 1, &w.event, &nmore);
+        woke = std::chrono::steady_clock::now();
+    });
+    while (!waiting.load())
+        std::this_thread::yield();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50)); // asleep by now
+    const auto posted = std::chrono::steady_clock::now();
+    w.post = post();
+    waiter.join();
+    w.ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted).count());
+    return w;
 }
 
 ::testing::AssertionResult wait_connection_end(DAT_EVD_HANDLE evd, DAT_EVENT *out, DAT_TIMEOUT timeout_us) {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -58,6 +59,16 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us 
 // The next event must be a DTO completion with DAT_DTO_SUCCESS and this cookie.
 ::testing::AssertionResult wait_dto_ok(DAT_EVD_HANDLE evd, DAT_UINT64 cookie, DAT_EVENT *out = nullptr,
                                        DAT_TIMEOUT timeout_us = kEventTimeoutUs);
+
+// A thread asleep in dat_evd_wait on `evd` (for up to 10 s) while this one
+// runs `post`: what the post returned, the wait and its event, and how long
+// after the post began the waiter returned.
+struct WaitAcrossPost {
+    DAT_RETURN post = DAT_SUCCESS, wait = DAT_SUCCESS;
+    DAT_EVENT event{};
+    long ms = 0;
+};
+WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETURN()> &post);
 
 // Waits for the next connection event that ends a connection
 // (DAT_CONNECTION_EVENT_DISCONNECTED or DAT_CONNECTION_EVENT_BROKEN).

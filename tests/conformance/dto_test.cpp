@@ -345,7 +345,7 @@ TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
 // once, not when a transport's thread next happens to look.
 TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 6;
-    constexpr auto kWoken = std::chrono::milliseconds(250);
+    constexpr long kWokenMs = 250;
     Buffer s, r;
     ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x15, r, 4096));
     ASSERT_NO_FATAL_FAILURE(connect_pair());
@@ -356,33 +356,17 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
         // The message reaches the server (InfiniBand's sender retries until
         // the receive is posted: its send completes after that).
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        std::atomic<bool> waiting{false};
-        DAT_RETURN got = DAT_SUCCESS;
-        DAT_EVENT ev{};
-        std::chrono::steady_clock::time_point woke;
-        std::thread waiter([&] {
-            DAT_COUNT nmore = 0;
-            waiting.store(true);
-            got = dat_evd_wait(server.recv_evd, 10'000'000, 1, &ev, &nmore);
-            woke = std::chrono::steady_clock::now();
-        });
-        while (!waiting.load())
-            std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // asleep by now
-        const auto posted = std::chrono::steady_clock::now();
-        const DAT_RETURN p = recv(server.ep, r, 0, 4096, ck);
-        waiter.join();
-        ASSERT_DAT_OK(p);
-        ASSERT_DAT_OK(got);
-        const auto &d = ev.event_data.dto_completion_event_data;
-        ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
+        const WaitAcrossPost w = wait_across_post(server.recv_evd, [&] { return recv(server.ep, r, 0, 4096, ck); });
+        ASSERT_DAT_OK(w.post);
+        ASSERT_DAT_OK(w.wait);
+        const auto &d = w.event.event_data.dto_completion_event_data;
+        ASSERT_EQ(w.event.event_number, DAT_DTO_COMPLETION_EVENT);
         EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << dto_status_name(d.status);
         EXPECT_EQ(d.user_cookie.as_64, ck);
         EXPECT_EQ(d.transfered_length, len);
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted);
-        std::cout << "[ info     ] round " << round << " (" << len << " B): woken " << ms.count()
+        std::cout << "[ info     ] round " << round << " (" << len << " B): woken " << w.ms
                   << " ms after the receive was posted\n";
-        EXPECT_LT(ms.count(), kWoken.count()) << "round " << round << ", a message of " << len << " B";
+        EXPECT_LT(w.ms, kWokenMs) << "round " << round << ", a message of " << len << " B";
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
 }

@@ -13,7 +13,6 @@
 #include "connected.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -544,33 +543,18 @@ TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
         // The message reaches the server (InfiniBand's sender retries until
         // the receive is posted: its send completes after that).
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        std::atomic<bool> waiting{false};
-        DAT_RETURN got = DAT_SUCCESS;
-        DAT_EVENT ev{};
-        std::chrono::steady_clock::time_point woke;
-        std::thread waiter([&] {
-            DAT_COUNT nmore = 0;
-            waiting.store(true);
-            got = dat_evd_wait(server.recv_evd, 10'000'000, 1, &ev, &nmore);
-            woke = std::chrono::steady_clock::now();
-        });
-        while (!waiting.load())
-            std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // asleep by now
-        const auto posted = std::chrono::steady_clock::now();
         DAT_LMR_TRIPLET t = rb.iov(kMsg * static_cast<size_t>(round), kMsg);
-        const DAT_RETURN p = dat_srq_post_recv(srq, 1, &t, cookie(static_cast<DAT_UINT64>(round)));
-        waiter.join();
-        ASSERT_DAT_OK(p);
-        ASSERT_DAT_OK(got);
-        const auto &d = ev.event_data.dto_completion_event_data;
-        ASSERT_EQ(ev.event_number, DAT_DTO_COMPLETION_EVENT);
-        EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << event_text(ev);
+        const WaitAcrossPost w = wait_across_post(
+            server.recv_evd, [&] { return dat_srq_post_recv(srq, 1, &t, cookie(static_cast<DAT_UINT64>(round))); });
+        ASSERT_DAT_OK(w.post);
+        ASSERT_DAT_OK(w.wait);
+        const auto &d = w.event.event_data.dto_completion_event_data;
+        ASSERT_EQ(w.event.event_number, DAT_DTO_COMPLETION_EVENT);
+        EXPECT_EQ(d.status, DAT_DTO_SUCCESS) << event_text(w.event);
         EXPECT_EQ(d.user_cookie.as_64, static_cast<DAT_UINT64>(round));
         EXPECT_EQ(d.transfered_length, 0u);
-        const long ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted).count());
-        std::cout << "[ info     ] round " << round << ": woken " << ms << " ms after the SRQ's receive was posted\n";
-        EXPECT_LT(ms, kWokenMs) << "round " << round;
+        std::cout << "[ info     ] round " << round << ": woken " << w.ms << " ms after the SRQ's receive was posted\n";
+        EXPECT_LT(w.ms, kWokenMs) << "round " << round;
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
 }
