@@ -169,14 +169,13 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us)
     return ::testing::AssertionSuccess();
 }
 
-WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETURN()> &post) {
+WaitAcrossPost wait_across_post(const std::function<DAT_RETURN()> &wait, const std::function<DAT_RETURN()> &post) {
     WaitAcrossPost w;
     std::atomic<bool> waiting{false};
     std::chrono::steady_clock::time_point woke;
     std::thread waiter([&] {
-        DAT_COUNT nmore = 0;
         waiting.store(true);
-        w.wait = dat_evd_wait(evd, 10'000'000, 1, &w.event, &nmore);
+        w.wait = wait();
         woke = std::chrono::steady_clock::now();
     });
     while (!waiting.load())
@@ -186,6 +185,18 @@ WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETU
     w.post = post();
     waiter.join();
     w.ms = static_cast<long>(std::chrono::duration_cast<std::chrono::milliseconds>(woke - posted).count());
+    return w;
+}
+
+WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETURN()> &post) {
+    DAT_EVENT event{};
+    WaitAcrossPost w = wait_across_post(
+        [&] {
+            DAT_COUNT nmore = 0;
+            return dat_evd_wait(evd, 10'000'000, 1, &event, &nmore);
+        },
+        post);
+    w.event = event;
     return w;
 }
 

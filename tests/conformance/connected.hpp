@@ -60,14 +60,15 @@ DAT_RETURN next_event(DAT_EVD_HANDLE evd, DAT_EVENT *ev, DAT_TIMEOUT timeout_us 
 ::testing::AssertionResult wait_dto_ok(DAT_EVD_HANDLE evd, DAT_UINT64 cookie, DAT_EVENT *out = nullptr,
                                        DAT_TIMEOUT timeout_us = kEventTimeoutUs);
 
-// A thread asleep in dat_evd_wait on `evd` (for up to 10 s) while this one
-// runs `post`: what the post returned, the wait and its event, and how long
-// after the post began the waiter returned.
+// A thread asleep in `wait` while this one runs `post`: what each
+// returned, and how long after the post began the waiter returned. The
+// second form waits in dat_evd_wait on `evd` (for up to 10 s).
 struct WaitAcrossPost {
     DAT_RETURN post = DAT_SUCCESS, wait = DAT_SUCCESS;
-    DAT_EVENT event{};
+    DAT_EVENT event{}; // the second form's
     long ms = 0;
 };
+WaitAcrossPost wait_across_post(const std::function<DAT_RETURN()> &wait, const std::function<DAT_RETURN()> &post);
 WaitAcrossPost wait_across_post(DAT_EVD_HANDLE evd, const std::function<DAT_RETURN()> &post);
 
 // Waits for the next connection event that ends a connection

@@ -339,10 +339,11 @@ TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
     EXPECT_EQ(r.mismatch_byte(0, 4096, kCanary), -1);
 }
 
-// A consumer asleep in dat_evd_wait on the receive EVD, while another thread
-// posts the receive of a message that has already arrived (of no bytes, and
-// of a few): the post completes the receive, and the waiter wakes for it at
-// once, not when a transport's thread next happens to look.
+// A consumer asleep in dat_evd_wait on the receive EVD (then in dat_cno_wait
+// on its CNO), while another thread posts the receive of a message that has
+// already arrived (of no bytes, and of a few): the post completes the
+// receive, and the waiter wakes for it at once, not when a transport's
+// thread next happens to look.
 TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 6;
     constexpr long kWokenMs = 250;
@@ -369,6 +370,24 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
         EXPECT_LT(w.ms, kWokenMs) << "round " << round << ", a message of " << len << " B";
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
+    // The same for a thread in dat_cno_wait on a CNO of the recv EVD.
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_create(server.ia.ia, DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr}, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    ASSERT_DAT_OK(send(client.ep, s, 0, 0, 0x9ff));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    DAT_EVD_HANDLE hit = DAT_HANDLE_NULL;
+    const WaitAcrossPost w = wait_across_post([&] { return dat_cno_wait(cno, 10'000'000, &hit); },
+                                              [&] { return recv(server.ep, r, 0, 4096, 0x9ff); });
+    EXPECT_DAT_OK(w.post);
+    EXPECT_DAT_OK(w.wait);
+    EXPECT_EQ(hit, server.recv_evd);
+    std::cout << "[ info     ] dat_cno_wait: woken " << w.ms << " ms after the receive was posted\n";
+    EXPECT_LT(w.ms, kWokenMs) << "dat_cno_wait";
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x9ff));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x9ff));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
 }
 
 // A remote buffer of length 0: dat_ep_post_rdma_read(3DAT) transfers "all the
