@@ -231,14 +231,19 @@ DAT_RETURN cno_wait(DAT_CNO_HANDLE cno_handle, DAT_TIMEOUT timeout, DAT_EVD_HAND
                 std::lock_guard<Lock> lock(evd->mu);
                 if (!evd->enabled || evd->waiter)
                     continue;
+                // Counted before the read, as dat_evd_wait is: a post that
+                // finds nobody counted (evd_wake_waiters) came before it.
+                if (evd->cq)
+                    evd->inside.fetch_add(1);
                 std::size_t before = evd->count;
                 evd_fill_locked(*evd);
                 if (evd->count > before) { // new completions: an edge
+                    if (evd->cq)
+                        evd->inside.fetch_sub(1);
                     hit = evd;
                     break;
                 }
                 if (evd->cq) {
-                    evd->inside.fetch_add(1);
                     watched.push_back(evd);
                     fds.push_back({evd->wake_fd, POLLIN, 0});
                     int fd = evd->ia->transport->cq_fd(*evd);
