@@ -141,6 +141,9 @@ struct OfiCq {
     // With two parts or more: an epoll set of their wait fds (each event's
     // data the part's fid_cq).
     int wait_fd = -1;
+    // OfiTransport::srq_posts_ when this EVD last read the SRQ queues
+    // (under srq_queues_mu_).
+    std::uint64_t srq_seen = 0;
 };
 
 // What a queue's wait fd does not show: a queue (opened by open_cq) is
@@ -424,6 +427,14 @@ private:
     std::vector<SrqQueue> srq_queues_;
     std::size_t srq_next_ = 0; // round robin of read_srq_queues
     std::atomic<int> srq_queue_count_{0};
+    // A receive posted to an SRQ may complete a message tcp already holds,
+    // which no fd announces. A waiter about to sleep on an EVD that reads
+    // SRQ queues registers it here (arm_srq), unless a post came since its
+    // last read of them; srq_post wakes the registered EVDs. cq_close takes
+    // an EVD out, so every one here is alive. Under srq_queues_mu_.
+    std::vector<kit::Evd *> srq_sleepers_;
+    std::uint64_t srq_posts_ = 0;
+    bool arm_srq(kit::Evd &evd); // false: read again first
 };
 
 struct OfiEp {

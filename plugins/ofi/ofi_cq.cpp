@@ -237,6 +237,10 @@ void OfiTransport::cq_close(kit::Evd &evd) {
     }
     if (c->wait_fd >= 0)
         ::close(c->wait_fd);
+    {
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        srq_sleepers_.erase(std::remove(srq_sleepers_.begin(), srq_sleepers_.end(), &evd), srq_sleepers_.end());
+    }
     delete c;
 }
 
@@ -388,7 +392,7 @@ bool OfiTransport::cq_arm(kit::Evd &evd) {
             return false;
         }
     }
-    return true;
+    return srq_queue_count_.load(std::memory_order_acquire) == 0 || arm_srq(evd);
 }
 
 // ---- progress -------------------------------------------------------------------

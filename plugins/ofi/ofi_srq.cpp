@@ -66,15 +66,13 @@ void OfiTransport::srq_close(kit::Srq &srq) {
 DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment *segs, int nsegs) {
     ssize_t rc = post_msg(static_cast<OfiSrq *>(srq.tp)->srx, true, op, segs, nsegs);
     if (rc == 0) {
-        // As OfiTransport::post_recv: the waiters of the EVDs this SRQ's
-        // receives complete on may sleep through a message tcp already holds.
-        // Every read of such an EVD reads the SRQ's queues, no flag needed.
-        // Under the lock the EPs, and so their EVDs, stay.
-        std::atomic_thread_fence(std::memory_order_seq_cst);
+        // After the post, under the lock the waiters register under (see
+        // srq_sleepers_): either a waiter's next look sees this post, or it
+        // is registered and woken here.
         std::lock_guard<std::mutex> lock(srq_queues_mu_);
-        for (const SrqQueue &q : srq_queues_)
-            if (q.ep->srq == &srq && q.ep->recv_evd)
-                kit::evd_wake_waiters(*q.ep->recv_evd);
+        ++srq_posts_;
+        for (kit::Evd *evd : srq_sleepers_)
+            kit::evd_wake_waiters(*evd);
         return DAT_SUCCESS;
     }
     if (rc == -FI_EAGAIN)
@@ -85,6 +83,14 @@ DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment
 
 int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {
     std::lock_guard<std::mutex> lock(srq_queues_mu_);
+    static_cast<OfiCq *>(evd.cq)->srq_seen = srq_posts_;
+    if (!srq_sleepers_.empty()) {
+        auto at = std::find(srq_sleepers_.begin(), srq_sleepers_.end(), &evd);
+        if (at != srq_sleepers_.end()) {
+            *at = srq_sleepers_.back();
+            srq_sleepers_.pop_back();
+        }
+    }
     const std::size_t count = srq_queues_.size();
     const std::size_t first = count ? srq_next_++ % count : 0;
     int n = 0;
@@ -94,6 +100,22 @@ int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) 
             n += read_queue(q.cq, q.ep, out + n, max - n);
     }
     return n;
+}
+
+bool OfiTransport::arm_srq(kit::Evd &evd) {
+    std::lock_guard<std::mutex> lock(srq_queues_mu_);
+    if (std::none_of(srq_queues_.begin(), srq_queues_.end(), [&](const SrqQueue &q) { return q.evd == &evd; }))
+        return true;
+    if (static_cast<OfiCq *>(evd.cq)->srq_seen != srq_posts_)
+        return false;
+    if (std::find(srq_sleepers_.begin(), srq_sleepers_.end(), &evd) == srq_sleepers_.end()) {
+        try {
+            srq_sleepers_.push_back(&evd);
+        } catch (const std::bad_alloc &) {
+            return false; // not registered: the waiter looks again instead of sleeping
+        }
+    }
+    return true;
 }
 
 void OfiTransport::close_srq_queue(OfiEp &oep) {

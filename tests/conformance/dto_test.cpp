@@ -367,6 +367,7 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
         EXPECT_EQ(d.transfered_length, len);
         std::cout << "[ info     ] round " << round << " (" << len << " B): woken " << w.ms
                   << " ms after the receive was posted\n";
+        EXPECT_GE(w.ms, 0) << "round " << round << ": the wait returned before the receive was posted";
         EXPECT_LT(w.ms, kWokenMs) << "round " << round << ", a message of " << len << " B";
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
@@ -383,6 +384,7 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     EXPECT_DAT_OK(w.wait);
     EXPECT_EQ(hit, server.recv_evd);
     std::cout << "[ info     ] dat_cno_wait: woken " << w.ms << " ms after the receive was posted\n";
+    EXPECT_GE(w.ms, 0) << "dat_cno_wait returned before the receive was posted";
     EXPECT_LT(w.ms, kWokenMs) << "dat_cno_wait";
     EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x9ff));
     EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x9ff));

@@ -554,6 +554,7 @@ TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
         EXPECT_EQ(d.user_cookie.as_64, static_cast<DAT_UINT64>(round));
         EXPECT_EQ(d.transfered_length, 0u);
         std::cout << "[ info     ] round " << round << ": woken " << w.ms << " ms after the SRQ's receive was posted\n";
+        EXPECT_GE(w.ms, 0) << "round " << round << ": the wait returned before the receive was posted";
         EXPECT_LT(w.ms, kWokenMs) << "round " << round;
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
