@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -506,11 +507,22 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
         evd->waiter = true;
         const Deadline deadline = Deadline::after_us(timeout);
         DAT_RETURN result = DAT_SUCCESS;
+        // A transport may keep saying "read again" (cq_arm false) while
+        // nothing comes: tcp while a message waits for its receive. After
+        // kRereadSpin of that, the rounds wait on the fds for at most 1 ms.
+        constexpr auto kRereadSpin = std::chrono::microseconds(200);
+        std::size_t seen = evd->count;
+        bool rereading = false;
+        std::chrono::steady_clock::time_point rereading_since{};
         for (;;) {
             evd_fill_locked(*evd);
             if (evd->count >= static_cast<std::size_t>(threshold)) {
                 ring_pop_locked(*evd, *event);
                 break;
+            }
+            if (evd->count != seen) {
+                seen = evd->count;
+                rereading = false;
             }
             if (!evd->waitable) {
                 result = DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_UNWAITABLE);
@@ -538,8 +550,19 @@ DAT_RETURN evd_wait(DAT_EVD_HANDLE evd_handle, DAT_TIMEOUT timeout, DAT_COUNT th
                 may_block = evd->ia->transport->cq_arm(*evd);
             }
             lock.unlock();
+            int wait_ms = ms;
             if (may_block) {
-                int rc = ::poll(fds, nfds, ms);
+                rereading = false;
+            } else {
+                const auto now = std::chrono::steady_clock::now();
+                if (!rereading) {
+                    rereading = true;
+                    rereading_since = now;
+                }
+                wait_ms = now - rereading_since < kRereadSpin ? 0 : min_poll_ms(ms, 1);
+            }
+            if (wait_ms != 0) {
+                int rc = ::poll(fds, nfds, wait_ms);
                 if (rc < 0 && errno != EINTR) {
                     lock.lock();
                     result = DAT_ERROR(DAT_INTERNAL_ERROR, 0);

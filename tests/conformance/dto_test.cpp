@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -390,6 +391,36 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x9ff));
     ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
     EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+// A consumer in dat_evd_wait on the recv EVD while a message (of a few
+// bytes) waits there for its receive sleeps until something happens; it
+// does not spin. (libfabric tcp holds such a message read ahead, and its
+// queue then never says it may be slept on.)
+TEST_P(DtoTest, AWaitWhileAMessageWaitsForItsReceiveSleeps) {
+    constexpr long kMaxCpuMs = 100; // of a 300 ms wait; spinning took about 250
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x17, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0x31));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100)); // the message reaches the server
+    auto thread_cpu_ms = [] {
+        timespec t{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+        return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+    };
+    DAT_EVENT ev{};
+    DAT_COUNT nmore = 0;
+    const double before = thread_cpu_ms();
+    const DAT_RETURN w = dat_evd_wait(server.recv_evd, 300'000, 1, &ev, &nmore);
+    const double used = thread_cpu_ms() - before;
+    EXPECT_EQ(DAT_GET_TYPE(w), DAT_TIMEOUT_EXPIRED) << ret_text(w);
+    std::cout << "[ info     ] a 300 ms wait used " << used << " ms of CPU\n";
+    EXPECT_LT(used, kMaxCpuMs) << "dat_evd_wait spun while the message waited for its receive";
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0x32));
+    EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x32));
+    EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x31));
+    EXPECT_EQ(r.mismatch(0, 64, 0x17, 0), -1);
 }
 
 // A remote buffer of length 0: dat_ep_post_rdma_read(3DAT) transfers "all the
