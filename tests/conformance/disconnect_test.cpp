@@ -1208,4 +1208,45 @@ TEST_P(DisconnectTest, EndpointsMadeAfterAPeerIaOfThisProcessClosedOpenAndConnec
     EXPECT_DAT_OK(dat_evd_free(crecv));
 }
 
+// As above, but the peer IA closes while its connection to this side is up
+// and this side makes its next endpoint at once, before it has seen the
+// connection end: the address vector entry of the closed peer is still in
+// use then.
+TEST_P(DisconnectTest, EndpointsMadeRightAfterAConnectedPeerIaOfThisProcessClosedOpenAndConnect) {
+    for (int round = 0; round < 3; ++round) {
+        SCOPED_TRACE(round);
+        Side third;
+        ASSERT_DAT_OK(third.open(GetParam()));
+        ASSERT_DAT_OK(third.create_ep());
+        const DAT_CONN_QUAL q = unused_conn_qual();
+        DAT_PSP_HANDLE psp3 = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_psp_create(third.ia.ia, q, third.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp3));
+        IaAddress third_addr;
+        ASSERT_DAT_OK(ia_address(third.ia.ia, &third_addr));
+        DAT_EP_HANDLE linked = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&linked, client.recv_evd, client.req_evd, client.conn_evd));
+        ASSERT_DAT_OK(conformance::connect_ep(linked, third_addr.ptr(), q));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_event(third.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+        ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, third.ep, 0, nullptr));
+        ASSERT_TRUE(wait_event(third.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+        ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+        // Everything of the IA at once, its connected endpoint included.
+        EXPECT_DAT_OK(dat_ia_close(third.ia.ia, DAT_CLOSE_ABRUPT_FLAG));
+        third.ia.ia = third.ia.pz = third.ia.async_evd = DAT_HANDLE_NULL; // dat_ia_close freed them
+        third.cr_evd = third.conn_evd = third.req_evd = third.recv_evd = third.ep = DAT_HANDLE_NULL;
+        // At once: EVDs the client has not used yet, so a new libfabric endpoint.
+        DAT_EVD_HANDLE creq = DAT_HANDLE_NULL, crecv = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &creq));
+        ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &crecv));
+        DAT_EP_HANDLE cep = DAT_HANDLE_NULL;
+        ASSERT_DAT_OK(client.create_ep_on(&cep, crecv, creq, client.conn_evd));
+        ASSERT_TRUE(wait_connection_end(client.conn_evd));
+        EXPECT_DAT_OK(dat_ep_free(linked));
+        EXPECT_DAT_OK(dat_ep_free(cep));
+        EXPECT_DAT_OK(dat_evd_free(creq));
+        EXPECT_DAT_OK(dat_evd_free(crecv));
+    }
+}
+
 INSTANTIATE_OVER_IAS(DisconnectTest);
