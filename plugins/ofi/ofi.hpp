@@ -435,6 +435,7 @@ private:
     std::vector<kit::Evd *> srq_sleepers_;
     std::uint64_t srq_posts_ = 0;
     bool arm_srq(kit::Evd &evd); // false: read again first
+    void forget_srq_sleeper_locked(kit::Evd &evd); // under srq_queues_mu_
 };
 
 struct OfiEp {

@@ -239,7 +239,7 @@ void OfiTransport::cq_close(kit::Evd &evd) {
         ::close(c->wait_fd);
     {
         std::lock_guard<std::mutex> lock(srq_queues_mu_);
-        srq_sleepers_.erase(std::remove(srq_sleepers_.begin(), srq_sleepers_.end(), &evd), srq_sleepers_.end());
+        forget_srq_sleeper_locked(evd);
     }
     delete c;
 }

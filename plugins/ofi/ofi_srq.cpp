@@ -84,13 +84,7 @@ DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment
 int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {
     std::lock_guard<std::mutex> lock(srq_queues_mu_);
     static_cast<OfiCq *>(evd.cq)->srq_seen = srq_posts_;
-    if (!srq_sleepers_.empty()) {
-        auto at = std::find(srq_sleepers_.begin(), srq_sleepers_.end(), &evd);
-        if (at != srq_sleepers_.end()) {
-            *at = srq_sleepers_.back();
-            srq_sleepers_.pop_back();
-        }
-    }
+    forget_srq_sleeper_locked(evd);
     const std::size_t count = srq_queues_.size();
     const std::size_t first = count ? srq_next_++ % count : 0;
     int n = 0;
@@ -100,6 +94,14 @@ int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) 
             n += read_queue(q.cq, q.ep, out + n, max - n);
     }
     return n;
+}
+
+void OfiTransport::forget_srq_sleeper_locked(kit::Evd &evd) {
+    auto at = std::find(srq_sleepers_.begin(), srq_sleepers_.end(), &evd);
+    if (at != srq_sleepers_.end()) { // at most once: arm_srq registers an EVD once
+        *at = srq_sleepers_.back();
+        srq_sleepers_.pop_back();
+    }
 }
 
 bool OfiTransport::arm_srq(kit::Evd &evd) {
