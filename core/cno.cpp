@@ -70,6 +70,7 @@ void cno_release(Cno &cno) {
     for (Evd *evd : linked_evds(cno)) {
         std::lock_guard<Lock> lock(evd->mu);
         evd->cno = nullptr;
+        evd->feeds_cno.store(false, std::memory_order_relaxed);
     }
     if (cno.fd >= 0)
         ::close(cno.fd);

@@ -382,9 +382,12 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             }
         }
         evd->cno = cno;
+        evd->feeds_cno.store(cno != nullptr, std::memory_order_relaxed);
         if (cno)
             cno->evds.fetch_add(1);
         ia_track(*ia, evd);
+        if (cno && evd->cq)
+            ia->transport->cq_cno_changed(*evd);
         publish(evd);
         *evd_out = evd;
         return DAT_SUCCESS;
@@ -426,12 +429,17 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) 
         if (cno_handle != DAT_HANDLE_NULL)
             if (DAT_RETURN r = handle_cast_in(evd->ia, cno_handle, cno))
                 return r;
-        std::lock_guard<Lock> lock(evd->mu);
-        if (evd->cno)
-            evd->cno->evds.fetch_sub(1);
-        evd->cno = cno;
-        if (cno)
-            cno->evds.fetch_add(1);
+        {
+            std::lock_guard<Lock> lock(evd->mu);
+            if (evd->cno)
+                evd->cno->evds.fetch_sub(1);
+            evd->cno = cno;
+            evd->feeds_cno.store(cno != nullptr, std::memory_order_relaxed);
+            if (cno)
+                cno->evds.fetch_add(1);
+        }
+        if (evd->cq)
+            evd->ia->transport->cq_cno_changed(*evd);
         return DAT_SUCCESS;
     });
 }

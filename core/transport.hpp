@@ -140,6 +140,12 @@ public:
     // (false: completions may be queued: the kit reads again first).
     virtual int cq_fd(Evd &evd) = 0;
     virtual bool cq_arm(Evd &evd) = 0;
+    // Evd::feeds_cno may have changed (dat_evd_create with a CNO,
+    // dat_evd_modify_cno); no lock held. Such an EVD's consumer may wait
+    // outside DAT (the CNO's fd or agent): a transport whose queues nothing
+    // else watches then (no helper thread of its own reads them) watches
+    // them itself and wakes the EVD (evd_wake, which triggers the CNO).
+    virtual void cq_cno_changed(Evd &) {}
 
     // ---- memory -----------------------------------------------------------
     // Registers [lmr.address, + lmr.length) for lmr.privileges.

@@ -392,6 +392,9 @@ private:
     int progress_round();
     // A queue's wait fd is readable (its watch handler).
     void cq_ready(fid_cq *cq);
+    // Drives `cq`, a queue of `evd` (which feeds a CNO), now, and wakes
+    // `evd` if completions are queued. The caller keeps `evd` alive.
+    void look_for_cno(fid_cq *cq, kit::Evd &evd);
     // mu_ held. After a wake by w's fd: whether such wakes have found nothing
     // for long enough to look for peers that left (a peer's close behind a
     // message without a receive keeps the fd readable).
@@ -466,6 +469,7 @@ struct OfiEp {
     // valid while `ep` is.
     PartHot *recv_hot = &no_part_hot;
     PartHot no_part_hot{false};
+    fid_cq *recv_queue = nullptr; // that queue (nullptr: none), as `recv_hot`
 };
 
 // A PSP's listener. A freed PSP's stays open, refusing, until the linger

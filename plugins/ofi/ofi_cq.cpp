@@ -560,6 +560,18 @@ void OfiTransport::cq_ready(fid_cq *cq) {
         kit::evd_wake(*wake); // unwatch_cq waits for this handler
 }
 
+void OfiTransport::look_for_cno(fid_cq *cq, kit::Evd &evd) {
+    bool queued = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto found = cqs_.find(cq); // by address: closed since, perhaps, or another's now
+        if (found != cqs_.end() && found->second.evd == &evd)
+            queued = kick_progress(cq)->found_queued;
+    }
+    if (queued)
+        kit::evd_wake(evd);
+}
+
 // Progress is driven by events: a queue's wait fd (its endpoints' sockets,
 // and POLLOUT for data still to send once fi_trywait has asked for it)
 // wakes the loop, which drives that queue until fi_trywait says its fd can

@@ -194,6 +194,7 @@ DAT_RETURN OfiTransport::make_endpoint(OfiEp &oep, fi_info *info, bool &grown) {
         oep.ep = fep;
         PartHot *hot = part_hot(recv_cq); // none: an SRQ's queue, or no recv EVD
         oep.recv_hot = hot ? hot : &oep.no_part_hot;
+        oep.recv_queue = hot ? recv_cq : nullptr;
     }
     eps_by_fid_[&fep->fid] = &oep;
     if (oep.srq_cq) {
@@ -223,6 +224,7 @@ DAT_RETURN refused_post(const char *ia, const char *what, ssize_t rc) {
 DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment *segs, int nsegs,
                                    DAT_COMPLETION_FLAGS) {
     OfiEp &oep = oep_of(ep);
+    fid_cq *queue;
     {
         std::lock_guard<kit::Lock> guard(oep.post_mu);
         fid_ep *fep = oep.ep;
@@ -234,12 +236,17 @@ DAT_RETURN OfiTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
         // a wait raises before it reads: either its read sees the flag, or
         // this post sees the waiter (below).
         oep.recv_hot->store(true, std::memory_order_seq_cst);
+        queue = oep.recv_queue;
     }
     // A waiter already asleep on the EVD's fds would not see this receive
     // complete a message tcp already holds (it read all of a message of no
     // bytes): its socket has nothing new. Woken, it reads the queues again.
-    if (ep.recv_evd)
+    // A CNO's consumer waits outside DAT: the queue is read for it now.
+    if (ep.recv_evd) {
         kit::evd_wake_waiters(*ep.recv_evd);
+        if (__builtin_expect(ep.recv_evd->feeds_cno.load(std::memory_order_relaxed), 0) && queue)
+            look_for_cno(queue, *ep.recv_evd); // the EP holds its EVD
+    }
     return DAT_SUCCESS;
 }
 

@@ -311,9 +311,12 @@ struct RdmCq {
     std::uint32_t seen_dequeues = 0; // the loop's: evd->dequeues when it last looked
     bool was_nonempty = false;
     // This round's view (progress_round): the consumer dequeued since the
-    // last round, someone waits in dat_evd_wait, the queue was looked at.
+    // last round, someone waits in dat_evd_wait, the EVD feeds a CNO and
+    // nobody waits in it (the CNO's consumer waits outside DAT, on its fd
+    // or its agent: the loop reads for it), the queue was looked at.
     bool consumer_polls = false;
     bool waiter = false;
+    bool cno_only = false;
     bool looked = false;
     // Its fd on the loop (where it has one), armed while nobody else drives
     // the queue's endpoints: rxm's fd includes its tcp sockets, and a

@@ -635,8 +635,10 @@ int RdmTransport::progress_round() {
             q->seen_dequeues = dequeues;
             polled = polled || q->consumer_polls;
             q->waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
+            q->cno_only = !q->waiter && q->evd->feeds_cno.load(std::memory_order_relaxed);
             waiters = waiters || q->waiter;
-            fdless_waiters = fdless_waiters || (q->waiter && q->owner->wait_fd.load(std::memory_order_acquire) < 0);
+            fdless_waiters = fdless_waiters ||
+                             ((q->waiter || q->cno_only) && q->owner->wait_fd.load(std::memory_order_acquire) < 0);
             q->keep_quiet = q->consumer_polls || q->waiter;
         };
         // Looking drives the endpoints' progress (fi_cq_read), under the
@@ -649,7 +651,7 @@ int RdmTransport::progress_round() {
             if (!q || q->looked)
                 return;
             q->looked = true;
-            if (!busy && !q->waiter)
+            if (!busy && !q->waiter && !q->cno_only)
                 return;
             const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
             if (driven && !q->waiter) {
@@ -663,7 +665,7 @@ int RdmTransport::progress_round() {
                 active = true;
             q->was_nonempty = nonempty;
             q->seen_reads = reads;
-            if (nonempty && q->waiter)
+            if (nonempty && (q->waiter || q->cno_only))
                 wake.push_back(q->evd);
         };
         for_each_fep([&](RdmFabricEp &fep) {

@@ -6,6 +6,7 @@
 #include "connected.hpp"
 
 #include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -389,6 +390,50 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     EXPECT_LT(w.ms, kWokenMs) << "dat_cno_wait";
     EXPECT_TRUE(wait_dto_ok(server.recv_evd, 0x9ff));
     EXPECT_TRUE(wait_dto_ok(client.req_evd, 0x9ff));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
+// Nobody waits in DAT: the recv EVD feeds a CNO whose fd the consumer polls
+// (dat_cno_fd_create), as a program with its own event loop does. A receive
+// completing makes the fd readable at once, whether the message came after
+// the receive was posted or before (libfabric tcp then holds it, and only
+// the post can complete the receive), and dat_cno_trigger names the EVD.
+TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
+    constexpr int kReadableMs = 250;
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x16, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    for (int round = 0; round < 8; ++round) {
+        const bool message_first = round >= 4;
+        const size_t len = round % 2 ? 64 : 0;
+        const DAT_UINT64 ck = 0xa00 + static_cast<DAT_UINT64>(round);
+        const char *order = message_first ? "message first" : "receive first";
+        // What goes first settles (the message reaches the server), nobody polling.
+        ASSERT_DAT_OK(message_first ? send(client.ep, s, 0, len, ck) : recv(server.ep, r, 0, 4096, ck));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 0), 0) << order << ", " << len << " B: the CNO fired too early";
+        const auto second = std::chrono::steady_clock::now();
+        ASSERT_DAT_OK(message_first ? recv(server.ep, r, 0, 4096, ck) : send(client.ep, s, 0, len, ck));
+        const int ready = ::poll(&p, 1, 10'000);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - second);
+        std::cout << "[ info     ] " << order << ", " << len << " B: the CNO's fd readable " << ms.count()
+                  << " ms after the second post\n";
+        EXPECT_EQ(ready, 1) << order << ", " << len << " B: the CNO's fd never became readable";
+        EXPECT_LT(ms.count(), kReadableMs) << order << ", " << len << " B";
+        DAT_EVD_HANDLE hit = DAT_HANDLE_NULL;
+        EXPECT_DAT_OK(dat_cno_trigger(cno, &hit));
+        EXPECT_EQ(hit, server.recv_evd);
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, ck, &ev));
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, len);
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
+    }
     ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
     EXPECT_DAT_OK(dat_cno_free(cno));
 }
