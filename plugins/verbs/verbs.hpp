@@ -96,6 +96,10 @@ struct VerbsCq {
     ibv_wc stash[kStash];
     int stash_head = 0, stash_count = 0;
     bool armed = false; // every part is
+    // While the EVD feeds a CNO: the channel's fd on the loop, which wakes
+    // the EVD for a consumer that waits outside DAT (cq_cno_changed).
+    std::mutex cno_mu; // changes of cno_watch
+    kit::EventLoop::Watch *cno_watch = nullptr;
 };
 
 struct VerbsEp;
@@ -116,6 +120,8 @@ public:
     void cq_close(kit::Evd &evd) override;
     int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
     int cq_fd(kit::Evd &evd) override;
+    void cq_cno_changed(kit::Evd &evd) override;
+    void cno_cq_ready(kit::Evd &evd); // the loop's handler of a cno_watch
     bool cq_arm(kit::Evd &evd) override;
 
     DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/epoll.h>
 
 namespace dat2::verbs {
 
@@ -64,6 +65,11 @@ void VerbsTransport::cq_close(kit::Evd &evd) {
         for (auto &[key, vep] : eps_)
             if (vep->qp && (vep->send_cq == c || vep->recv_cq == c))
                 destroy_qp(*vep);
+    }
+    {
+        std::lock_guard<std::mutex> lock(c->cno_mu);
+        loop().unwatch(c->cno_watch); // no lock held that its handler takes
+        c->cno_watch = nullptr;
     }
     {
         std::lock_guard<kit::Lock> lock(c->mu);
@@ -297,8 +303,8 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
             c.armed = false; // a notification disarms its CQ: all are armed again below
         }
     }
-    if (c.stash_count > 0)
-        return false;
+    // Armed even with completions stashed: the loop's CNO handler
+    // (cno_cq_ready) must leave the CQ armed, whatever its EVD has room for.
     if (!c.armed) {
         for (CqPart &p : c.parts) {
             if (int rc = ibv_req_notify_cq(p.cq, 0)) {
@@ -308,6 +314,8 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
         }
         c.armed = true;
     }
+    if (c.stash_count > 0)
+        return false;
     int got = 0;
     for (CqPart &p : c.parts) {
         const int r = ibv_poll_cq(p.cq, VerbsCq::kStash - got, c.stash + got);
@@ -322,6 +330,28 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
         return false;
     }
     return true;
+}
+
+// No thread of ours reads a CQ but the consumer's: while its EVD feeds a
+// CNO, whose consumer may wait outside DAT, the loop watches the channel.
+void VerbsTransport::cq_cno_changed(kit::Evd &evd) {
+    VerbsCq &c = cq_ref(evd);
+    std::lock_guard<std::mutex> lock(c.cno_mu);
+    const bool want = evd.feeds_cno.load(std::memory_order_relaxed);
+    if (want && !c.cno_watch) {
+        c.cno_watch = loop().watch(c.channel->fd, EPOLLIN, [this, &evd](std::uint32_t) { cno_cq_ready(evd); });
+        if (!c.cno_watch)
+            DAT2_ERR("%s: EVD %p: its CNO will be triggered only through dat_cno_wait\n", name(), (void *)&evd);
+        cno_cq_ready(evd); // armed, and what came before is seen
+    } else if (!want && c.cno_watch) {
+        loop().unwatch(c.cno_watch);
+        c.cno_watch = nullptr;
+    }
+}
+
+void VerbsTransport::cno_cq_ready(kit::Evd &evd) {
+    cq_arm(evd);        // takes the notification (the fd quiets) and arms the CQ again
+    kit::evd_wake(evd); // what the CQ holds goes into the EVD, which triggers its CNO
 }
 
 } // namespace dat2::verbs
