@@ -26,6 +26,24 @@ protected:
     // the EVD; `local`: the server disconnects, else the client does.
     void completions_and_flushes_within_qlen(bool local);
 
+    // `third`, another IA of this process (opened here with its EP), accepts
+    // a connection from `ep` of the client through a PSP of its own (`psp`,
+    // the caller frees it); both sides see it established.
+    void connect_to_third(Side &third, DAT_EP_HANDLE ep, DAT_PSP_HANDLE &psp) {
+        ASSERT_DAT_OK(third.open(GetParam()));
+        ASSERT_DAT_OK(third.create_ep());
+        const DAT_CONN_QUAL q = unused_conn_qual();
+        ASSERT_DAT_OK(dat_psp_create(third.ia.ia, q, third.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
+        IaAddress third_addr;
+        ASSERT_DAT_OK(ia_address(third.ia.ia, &third_addr));
+        ASSERT_DAT_OK(conformance::connect_ep(ep, third_addr.ptr(), q));
+        DAT_EVENT ev{};
+        ASSERT_TRUE(wait_event(third.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+        ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, third.ep, 0, nullptr));
+        ASSERT_TRUE(wait_event(third.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+        ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    }
+
     // The client sends `n` messages of `size` bytes from `s` (registered
     // here), one at a time, each completed before the next (cookies 0..n-1).
     void client_sends(Buffer &s, int n, size_t size) {
@@ -1166,19 +1184,8 @@ TEST_P(DisconnectTest, APeersDisconnectIsSeenWhileThisSidesCompletionsAreUnread)
 // the address vector at each new endpoint: SIGSEGV.)
 TEST_P(DisconnectTest, EndpointsMadeAfterAPeerIaOfThisProcessClosedOpenAndConnect) {
     Side third;
-    ASSERT_DAT_OK(third.open(GetParam()));
-    ASSERT_DAT_OK(third.create_ep());
-    const DAT_CONN_QUAL q = unused_conn_qual();
     DAT_PSP_HANDLE psp3 = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_psp_create(third.ia.ia, q, third.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp3));
-    IaAddress third_addr;
-    ASSERT_DAT_OK(ia_address(third.ia.ia, &third_addr));
-    ASSERT_DAT_OK(conformance::connect_ep(client.ep, third_addr.ptr(), q));
-    DAT_EVENT ev{};
-    ASSERT_TRUE(wait_event(third.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
-    ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, third.ep, 0, nullptr));
-    ASSERT_TRUE(wait_event(third.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
-    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+    ASSERT_NO_FATAL_FAILURE(connect_to_third(third, client.ep, psp3));
     ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
     ASSERT_TRUE(wait_connection_end(client.conn_evd));
     ASSERT_TRUE(wait_connection_end(third.conn_evd));
@@ -1216,21 +1223,10 @@ TEST_P(DisconnectTest, EndpointsMadeRightAfterAConnectedPeerIaOfThisProcessClose
     for (int round = 0; round < 3; ++round) {
         SCOPED_TRACE(round);
         Side third;
-        ASSERT_DAT_OK(third.open(GetParam()));
-        ASSERT_DAT_OK(third.create_ep());
-        const DAT_CONN_QUAL q = unused_conn_qual();
-        DAT_PSP_HANDLE psp3 = DAT_HANDLE_NULL;
-        ASSERT_DAT_OK(dat_psp_create(third.ia.ia, q, third.cr_evd, DAT_PSP_CONSUMER_FLAG, &psp3));
-        IaAddress third_addr;
-        ASSERT_DAT_OK(ia_address(third.ia.ia, &third_addr));
         DAT_EP_HANDLE linked = DAT_HANDLE_NULL;
         ASSERT_DAT_OK(client.create_ep_on(&linked, client.recv_evd, client.req_evd, client.conn_evd));
-        ASSERT_DAT_OK(conformance::connect_ep(linked, third_addr.ptr(), q));
-        DAT_EVENT ev{};
-        ASSERT_TRUE(wait_event(third.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
-        ASSERT_DAT_OK(dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, third.ep, 0, nullptr));
-        ASSERT_TRUE(wait_event(third.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
-        ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_ESTABLISHED));
+        DAT_PSP_HANDLE psp3 = DAT_HANDLE_NULL;
+        ASSERT_NO_FATAL_FAILURE(connect_to_third(third, linked, psp3));
         // Everything of the IA at once, its connected endpoint included.
         EXPECT_DAT_OK(dat_ia_close(third.ia.ia, DAT_CLOSE_ABRUPT_FLAG));
         third.ia.ia = third.ia.pz = third.ia.async_evd = DAT_HANDLE_NULL; // dat_ia_close freed them

@@ -438,6 +438,43 @@ TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
     EXPECT_DAT_OK(dat_cno_free(cno));
 }
 
+// The same with a CNO's OS wait proxy agent (dat_cno_create(3DAT): invoked
+// when the CNO is triggered), nobody waiting in DAT: a receive completing
+// invokes it with the recv EVD.
+TEST_P(DtoTest, ACnoAgentIsInvokedWhenAReceiveCompletes) {
+    struct Agent {
+        std::atomic<int> calls{0};
+        std::atomic<DAT_EVD_HANDLE> evd{DAT_HANDLE_NULL};
+        static void invoked(DAT_PVOID self, DAT_EVD_HANDLE evd) {
+            auto *a = static_cast<Agent *>(self);
+            a->evd.store(evd);
+            a->calls.fetch_add(1);
+        }
+    } agent;
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x19, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_create(server.ia.ia, DAT_OS_WAIT_PROXY_AGENT{&agent, &Agent::invoked}, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0xc01));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(agent.calls.load(), 0) << "the agent was invoked before the message was sent";
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0xc01));
+    while (agent.calls.load() == 0 && std::chrono::steady_clock::now() - sent < std::chrono::seconds(10))
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent);
+    std::cout << "[ info     ] the agent invoked " << ms.count() << " ms after the send was posted\n";
+    EXPECT_EQ(agent.calls.load(), 1) << "the agent was not invoked (once) for the receive";
+    EXPECT_LT(ms.count(), 250);
+    EXPECT_EQ(agent.evd.load(), server.recv_evd);
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xc01));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xc01));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
 // A consumer in dat_evd_wait on the recv EVD while a message (of a few
 // bytes) waits there for its receive sleeps until something happens; it
 // does not spin. (libfabric tcp holds such a message read ahead, and its
