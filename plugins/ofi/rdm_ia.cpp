@@ -654,7 +654,7 @@ int RdmTransport::progress_round() {
             if (!busy && !q->waiter && !q->cno_only)
                 return;
             const std::uint64_t reads = q->owner->reads.load(std::memory_order_relaxed);
-            if (driven && !q->waiter) {
+            if (driven && !q->waiter && !q->cno_only) {
                 // Its consumer's reads tell whether work goes on.
                 active = active || reads != q->seen_reads;
                 q->seen_reads = reads;

@@ -66,11 +66,13 @@ void VerbsTransport::cq_close(kit::Evd &evd) {
             if (vep->qp && (vep->send_cq == c || vep->recv_cq == c))
                 destroy_qp(*vep);
     }
+    kit::EventLoop::Watch *watch;
     {
         std::lock_guard<std::mutex> lock(c->cno_mu);
-        loop().unwatch(c->cno_watch); // no lock held that its handler takes
+        watch = c->cno_watch;
         c->cno_watch = nullptr;
     }
+    loop().unwatch(watch); // without cno_mu, as in cq_cno_changed
     {
         std::lock_guard<kit::Lock> lock(c->mu);
         ibv_cq *ev_cq;
@@ -336,17 +338,26 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
 // CNO, whose consumer may wait outside DAT, the loop watches the channel.
 void VerbsTransport::cq_cno_changed(kit::Evd &evd) {
     VerbsCq &c = cq_ref(evd);
-    std::lock_guard<std::mutex> lock(c.cno_mu);
-    const bool want = evd.feeds_cno.load(std::memory_order_relaxed);
-    if (want && !c.cno_watch) {
-        c.cno_watch = loop().watch(c.channel->fd, EPOLLIN, [this, &evd](std::uint32_t) { cno_cq_ready(evd); });
-        if (!c.cno_watch)
-            DAT2_ERR("%s: EVD %p: its CNO will be triggered only through dat_cno_wait\n", name(), (void *)&evd);
-        cno_cq_ready(evd); // armed, and what came before is seen
-    } else if (!want && c.cno_watch) {
-        loop().unwatch(c.cno_watch);
-        c.cno_watch = nullptr;
+    kit::EventLoop::Watch *gone = nullptr;
+    bool look = false;
+    {
+        std::lock_guard<std::mutex> lock(c.cno_mu);
+        const bool want = evd.feeds_cno.load(std::memory_order_relaxed);
+        if (want && !c.cno_watch) {
+            c.cno_watch = loop().watch(c.channel->fd, EPOLLIN, [this, &evd](std::uint32_t) { cno_cq_ready(evd); });
+            if (!c.cno_watch)
+                DAT2_ERR("%s: EVD %p: its CNO will be triggered only through dat_cno_wait\n", name(), (void *)&evd);
+            look = true;
+        } else if (!want && c.cno_watch) {
+            gone = c.cno_watch;
+            c.cno_watch = nullptr;
+        }
     }
+    // Without cno_mu: an agent the look invokes, or the handler unwatch
+    // waits for, may call dat_evd_modify_cno on this EVD.
+    loop().unwatch(gone);
+    if (look)
+        cno_cq_ready(evd); // armed, and what came before is seen
 }
 
 void VerbsTransport::cno_cq_ready(kit::Evd &evd) {

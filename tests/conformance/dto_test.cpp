@@ -438,6 +438,41 @@ TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
     EXPECT_DAT_OK(dat_cno_free(cno));
 }
 
+// As above, while a thread of the consumer polls the endpoint's request EVD
+// (dat_evd_dequeue), which drives that endpoint's progress: the CNO of the
+// recv EVD still fires for the receive.
+TEST_P(DtoTest, ACnoFdBecomesReadableWhileAnotherEvdOfTheEndpointIsPolled) {
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x1a, r, 4096));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    std::atomic<bool> stop{false};
+    std::thread poller([&] {
+        DAT_EVENT ev{};
+        while (!stop.load())
+            dat_evd_dequeue(server.req_evd, &ev); // the server sends nothing: always empty
+    });
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0xd01));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0xd01));
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 10'000);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent);
+    stop.store(true);
+    poller.join();
+    std::cout << "[ info     ] the CNO's fd readable " << ms.count() << " ms after the send was posted\n";
+    EXPECT_EQ(ready, 1) << "the CNO's fd never became readable";
+    EXPECT_LT(ms.count(), 250);
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xd01));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xd01));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
+
 // The same with a CNO's OS wait proxy agent (dat_cno_create(3DAT): invoked
 // when the CNO is triggered), nobody waiting in DAT: a receive completing
 // invokes it with the recv EVD.
