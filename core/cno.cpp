@@ -72,6 +72,9 @@ void cno_release(Cno &cno) {
         evd->cno = nullptr;
         evd->feeds_cno.store(false, std::memory_order_relaxed);
     }
+    // A notification taken before the EVDs let go may still be on its way.
+    while (cno.notifying.load() > 0)
+        std::this_thread::yield();
     if (cno.fd >= 0)
         ::close(cno.fd);
     ia_untrack(*cno.ia, &cno);

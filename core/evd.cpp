@@ -122,13 +122,18 @@ void evd_drain_all_locked(Evd &evd) {
 // not see the CNO fire: dat_evd_wait(3DAT) preempts it). CNOs are
 // edge-triggered: `arrived` says whether a new event came in.
 static Cno *cno_to_notify_locked(Evd &evd, bool arrived) {
-    return arrived && evd.cno && evd.enabled && !evd.waiter ? evd.cno : nullptr;
+    Cno *cno = arrived && evd.cno && evd.enabled && !evd.waiter ? evd.cno : nullptr;
+    if (cno)
+        cno->notifying.fetch_add(1); // under the lock that detaching it takes
+    return cno;
 }
 
 static void wake_and_notify(Evd &evd, Cno *cno) {
     signal_fd(evd.wake_fd);
-    if (cno)
+    if (cno) {
         cno_notify(*cno, evd);
+        cno->notifying.fetch_sub(1);
+    }
 }
 
 bool evd_collect(Evd &evd) {

@@ -154,6 +154,9 @@ struct Cno : ObjectHeader {
     bool waiting = false;
     std::atomic<int> evds{0};
     std::atomic<int> inside{0};
+    // Notifications taken under an EVD's lock and not yet delivered
+    // (cno_to_notify_locked): freeing the CNO waits for them.
+    std::atomic<int> notifying{0};
     std::atomic<bool> aborted{false};
     int fd = -1;          // readable while triggered
     bool fd_cno = false;  // made by dat_cno_fd_create: its query names the fd
