@@ -59,6 +59,13 @@ DAT_EVENT &evd_spill_slot_locked(Evd &evd) {
 
 namespace {
 
+// Evd::feeds_cno from `cno` and `enabled`; true when it changed (the
+// transport is then told, without evd.mu: cq_cno_changed).
+bool evd_cno_changed_locked(Evd &evd) {
+    const bool feeds = evd.cno != nullptr && evd.enabled;
+    return evd.feeds_cno.exchange(feeds, std::memory_order_relaxed) != feeds;
+}
+
 DAT_RETURN set_evd_flag(DAT_EVD_HANDLE evd_handle, bool Evd::*flag, bool value) {
     Evd *evd;
     if (DAT_RETURN r = handle_cast(evd_handle, evd))
@@ -387,7 +394,7 @@ DAT_RETURN evd_create(DAT_IA_HANDLE ia_handle, DAT_COUNT qlen, DAT_CNO_HANDLE cn
             }
         }
         evd->cno = cno;
-        evd->feeds_cno.store(cno != nullptr, std::memory_order_relaxed);
+        evd_cno_changed_locked(*evd);
         if (cno)
             cno->evds.fetch_add(1);
         ia_track(*ia, evd);
@@ -434,24 +441,48 @@ DAT_RETURN evd_modify_cno(DAT_EVD_HANDLE evd_handle, DAT_CNO_HANDLE cno_handle) 
         if (cno_handle != DAT_HANDLE_NULL)
             if (DAT_RETURN r = handle_cast_in(evd->ia, cno_handle, cno))
                 return r;
+        bool changed;
         {
             std::lock_guard<Lock> lock(evd->mu);
             if (evd->cno)
                 evd->cno->evds.fetch_sub(1);
             evd->cno = cno;
-            evd->feeds_cno.store(cno != nullptr, std::memory_order_relaxed);
+            changed = evd_cno_changed_locked(*evd);
             if (cno)
                 cno->evds.fetch_add(1);
         }
-        if (evd->cq)
+        if (changed && evd->cq)
             evd->ia->transport->cq_cno_changed(*evd);
         return DAT_SUCCESS;
     });
 }
 
-DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) { return set_evd_flag(evd_handle, &Evd::enabled, true); }
+namespace {
 
-DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) { return set_evd_flag(evd_handle, &Evd::enabled, false); }
+// A disabled EVD triggers no CNO: the transport stops watching its queues
+// for it.
+DAT_RETURN set_evd_enabled(const char *call, DAT_EVD_HANDLE evd_handle, bool enabled) {
+    return guarded(call, [&]() -> DAT_RETURN {
+        Evd *evd;
+        if (DAT_RETURN r = handle_cast(evd_handle, evd))
+            return r;
+        bool changed;
+        {
+            std::lock_guard<Lock> lock(evd->mu);
+            evd->enabled = enabled;
+            changed = evd_cno_changed_locked(*evd);
+        }
+        if (changed && evd->cq)
+            evd->ia->transport->cq_cno_changed(*evd);
+        return DAT_SUCCESS;
+    });
+}
+
+} // namespace
+
+DAT_RETURN evd_enable(DAT_EVD_HANDLE evd_handle) { return set_evd_enabled("dat_evd_enable", evd_handle, true); }
+
+DAT_RETURN evd_disable(DAT_EVD_HANDLE evd_handle) { return set_evd_enabled("dat_evd_disable", evd_handle, false); }
 
 DAT_RETURN evd_set_unwaitable(DAT_EVD_HANDLE evd_handle) {
     DAT_RETURN r = set_evd_flag(evd_handle, &Evd::waitable, false);

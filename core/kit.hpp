@@ -193,9 +193,10 @@ struct Evd : ObjectHeader {
     // queue alone while its consumer keeps polling it (plugins/ofi, cm_loop).
     std::atomic<std::uint32_t> dequeues{0};
     std::atomic<bool> aborted{false}; // the IA is closing: waiters return DAT_ABORT
-    // `cno` is set (under mu). Its consumer may wait outside DAT (the CNO's
-    // fd, its agent), counted in no `inside`: a transport's helper thread
-    // reads such an EVD's queues as it would a waiter's.
+    // `cno` is set and the EVD enabled (both under mu): its completions
+    // trigger the CNO, whose consumer may wait outside DAT (the CNO's fd,
+    // its agent), counted in no `inside`: a transport's helper thread reads
+    // such an EVD's queues as it would a waiter's. Set by evd_cno_changed_locked.
     std::atomic<bool> feeds_cno{false};
 };
 

@@ -743,6 +743,10 @@ private:
     std::int64_t spin_until_ns_ = 0; // the loop's: a peer's nudge (kNudgedSpin), or landings (kLandingSpin)
     std::int64_t polled_ns_ = 0;     // the loop's: when a round last saw the consumer's dequeues move
     static constexpr int kMaxRoundMs = 64;
+    // The slowest rounds while an EVD without a wait fd feeds a CNO: its
+    // consumer waits outside DAT for the loop to wake it, for as long as
+    // the CNO stays attached.
+    static constexpr int kCnoRoundMs = 8;
     int round_ms_ = 1; // the loop's: how long the next wait may be
     std::chrono::steady_clock::time_point quiet_since_{};
     std::vector<RdmConn *> dead_conns_; // the loop's: retired once mu_ is released

@@ -526,6 +526,7 @@ int RdmTransport::progress_round() {
     thread_local std::vector<std::uint64_t> waiting; // EPs with deferred requests
     bool busy = false, waiters = false, active = false, polled = false, landed = false, rearm_soon = false;
     bool fdless_waiters = false; // a consumer waits on a queue its fd cannot tell it of
+    bool fdless_cno = false;     // an EVD whose queue has no fd feeds a CNO
     // A round after a queue's fd woke the loop: work goes on (a write
     // stream to a target that only watches its memory completes nothing
     // there, and its rounds must not slow down).
@@ -637,8 +638,9 @@ int RdmTransport::progress_round() {
             q->waiter = q->evd->inside.load(std::memory_order_relaxed) > 0;
             q->cno_only = !q->waiter && q->evd->feeds_cno.load(std::memory_order_relaxed);
             waiters = waiters || q->waiter;
-            fdless_waiters = fdless_waiters ||
-                             ((q->waiter || q->cno_only) && q->owner->wait_fd.load(std::memory_order_acquire) < 0);
+            const bool fdless = q->owner->wait_fd.load(std::memory_order_acquire) < 0;
+            fdless_waiters = fdless_waiters || (q->waiter && fdless);
+            fdless_cno = fdless_cno || (q->cno_only && fdless);
             q->keep_quiet = q->consumer_polls || q->waiter;
         };
         // Looking drives the endpoints' progress (fi_cq_read), under the
@@ -780,7 +782,7 @@ int RdmTransport::progress_round() {
     } else if (now - quiet_since_ > std::chrono::milliseconds(100)) {
         round_ms_ = std::min(round_ms_ * 2, kMaxRoundMs);
     }
-    return round_ms_;
+    return fdless_cno ? std::min(round_ms_, kCnoRoundMs) : round_ms_;
 }
 
 } // namespace dat2::ofi

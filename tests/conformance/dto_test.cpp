@@ -47,6 +47,15 @@ protected:
         r.fill_byte(kCanary);
     }
 
+    // Buffers as make_buffers, the pair connected, and the server's recv EVD
+    // feeding a CNO made with dat_cno_fd_create.
+    void connect_with_cno_fd(Buffer &s, unsigned char seed, Buffer &r, DAT_FD &fd, DAT_CNO_HANDLE &cno) {
+        ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, seed, r, 4096));
+        ASSERT_NO_FATAL_FAILURE(connect_pair());
+        ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
+        ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    }
+
     DAT_RETURN send(DAT_EP_HANDLE ep, const Buffer &b, size_t off, size_t len, DAT_UINT64 ck,
                     DAT_COMPLETION_FLAGS fl = DAT_COMPLETION_DEFAULT_FLAG) {
         DAT_LMR_TRIPLET t = b.iov(off, len);
@@ -402,12 +411,9 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
 TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
     constexpr int kReadableMs = 250;
     Buffer s, r;
-    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x16, r, 4096));
-    ASSERT_NO_FATAL_FAILURE(connect_pair());
     DAT_FD fd = -1;
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
-    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    ASSERT_NO_FATAL_FAILURE(connect_with_cno_fd(s, 0x16, r, fd, cno));
     for (int round = 0; round < 8; ++round) {
         const bool message_first = round >= 4;
         const size_t len = round % 2 ? 64 : 0;
@@ -443,12 +449,9 @@ TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
 // recv EVD still fires for the receive.
 TEST_P(DtoTest, ACnoFdBecomesReadableWhileAnotherEvdOfTheEndpointIsPolled) {
     Buffer s, r;
-    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x1a, r, 4096));
-    ASSERT_NO_FATAL_FAILURE(connect_pair());
     DAT_FD fd = -1;
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
-    ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
-    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    ASSERT_NO_FATAL_FAILURE(connect_with_cno_fd(s, 0x1a, r, fd, cno));
     std::atomic<bool> stop{false};
     std::thread poller([&] {
         DAT_EVENT ev{};
@@ -946,6 +949,14 @@ long wakes_while_waiting(DAT_EVD_HANDLE evd) {
     return sleeps_of_other_threads({self}) - before;
 }
 
+// The sleeps of the process's other threads over `ms` milliseconds.
+long sleeps_of_other_threads_over(int ms) {
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
+    const long before = sleeps_of_other_threads({self});
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return sleeps_of_other_threads({self}) - before;
+}
+
 // A waiter sleeps on its queues' wait fd, not beside a provider thread that
 // looks every millisecond: on a pair with a single EP, and on the pair of
 // `what`. libfabric's shm has no wait fd for its queues (FI_WAIT_YIELD
@@ -963,6 +974,47 @@ void judge_wakes(DAT_IA_HANDLE ia, long alone, long raced, const char *what) {
 }
 
 } // namespace
+
+// An idle connection whose recv EVD feeds a CNO, whose consumer waits on
+// the CNO's fd outside DAT: the provider's threads sleep for as long as the
+// CNO stays attached, the EVD enabled or disabled, and a message after the
+// quiet still makes the fd readable promptly.
+TEST_P(DtoTest, AnIdleConnectionWhoseRecvEvdFeedsACnoLetsTheProviderThreadsSleep) {
+    constexpr int kQuietMs = 300, kWindowMs = 1000, kReadableMs = 250;
+    // A thread that looks every millisecond sleeps about a thousand times a
+    // second. A disabled EVD triggers no CNO: its connection is as quiet as
+    // one nobody waits on.
+    constexpr long kAllowed = 300, kAllowedDisabled = 100;
+    Buffer s, r;
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_NO_FATAL_FAILURE(connect_with_cno_fd(s, 0x1b, r, fd, cno));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kQuietMs));
+    const long enabled = sleeps_of_other_threads_over(kWindowMs);
+    ASSERT_DAT_OK(recv(server.ep, r, 0, 4096, 0xe01));
+    const auto sent = std::chrono::steady_clock::now();
+    ASSERT_DAT_OK(send(client.ep, s, 0, 64, 0xe01));
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, 10'000);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent);
+    EXPECT_EQ(ready, 1) << "the CNO's fd never became readable after the quiet";
+    EXPECT_LT(ms.count(), kReadableMs);
+    DAT_EVD_HANDLE hit = DAT_HANDLE_NULL;
+    EXPECT_DAT_OK(dat_cno_trigger(cno, &hit));
+    ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xe01));
+    ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xe01));
+    ASSERT_DAT_OK(dat_evd_disable(server.recv_evd));
+    std::this_thread::sleep_for(std::chrono::milliseconds(kQuietMs));
+    const long disabled = sleeps_of_other_threads_over(kWindowMs);
+    ASSERT_DAT_OK(dat_evd_enable(server.recv_evd));
+    std::cout << "[ info     ] other threads slept " << enabled << " times in " << kWindowMs
+              << " ms of an idle connection whose recv EVD feeds a CNO, " << disabled
+              << " times with that EVD disabled; the fd readable " << ms.count() << " ms after a send\n";
+    EXPECT_LE(enabled, kAllowed) << "the provider's threads keep waking for an idle EVD that feeds a CNO";
+    EXPECT_LE(disabled, kAllowedDisabled) << "the provider's threads keep waking for a disabled EVD that feeds a CNO";
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+}
 
 // dat_ep_create from several threads at once on one pair of EVDs (dapltest
 // -T T's threads create theirs so). A consumer waiting on those EVDs must
