@@ -96,6 +96,9 @@ struct VerbsCq {
     ibv_wc stash[kStash];
     int stash_head = 0, stash_count = 0;
     bool armed = false; // every part is
+    // Some part may be: its notification must be taken from the channel,
+    // even when arming another part failed (the channel would stay readable).
+    bool may_notify = false;
     // While the EVD feeds a CNO: the channel's fd on the loop, which wakes
     // the EVD for a consumer that waits outside DAT (cq_cno_changed).
     std::mutex cno_mu; // changes of cno_watch

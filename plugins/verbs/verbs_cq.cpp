@@ -297,7 +297,7 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
     std::lock_guard<kit::Lock> lock(c.mu);
     // Only an armed CQ can have raised a notification (reading the channel
     // is a system call: not when nothing can be there).
-    if (c.armed) {
+    if (c.may_notify) {
         ibv_cq *ev_cq;
         void *ev_ctx;
         while (ibv_get_cq_event(c.channel, &ev_cq, &ev_ctx) == 0) {
@@ -308,6 +308,7 @@ bool VerbsTransport::cq_arm(kit::Evd &evd) {
     // Armed even with completions stashed: the loop's CNO handler
     // (cno_cq_ready) must leave the CQ armed, whatever its EVD has room for.
     if (!c.armed) {
+        c.may_notify = true;
         for (CqPart &p : c.parts) {
             if (int rc = ibv_req_notify_cq(p.cq, 0)) {
                 DAT2_ERR("%s: ibv_req_notify_cq: %s\n", name(), std::strerror(rc));
