@@ -61,6 +61,9 @@ void cno_notify(Cno &cno, Evd &evd) {
         cno.agent = DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr};
     }
     signal_fd(cno.fd);
+    // Let go of the CNO before the agent runs: the agent may detach the EVD
+    // and free the CNO, and freeing waits for notifications in progress.
+    cno.notifying.fetch_sub(1);
     if (agent.proxy_agent_func)
         agent.proxy_agent_func(agent.instance_data, &evd);
 }

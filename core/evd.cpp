@@ -137,10 +137,8 @@ static Cno *cno_to_notify_locked(Evd &evd, bool arrived) {
 
 static void wake_and_notify(Evd &evd, Cno *cno) {
     signal_fd(evd.wake_fd);
-    if (cno) {
-        cno_notify(*cno, evd);
-        cno->notifying.fetch_sub(1);
-    }
+    if (cno)
+        cno_notify(*cno, evd); // drops the count cno_to_notify_locked took
 }
 
 bool evd_collect(Evd &evd) {

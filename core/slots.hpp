@@ -126,5 +126,7 @@ void rmr_release(Rmr &rmr); // unbinds and frees the RMR, for ia_close
 void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
 void cno_release(Cno &cno);
-void cno_notify(Cno &cno, Evd &evd); // an EVD linked to `cno` got an event
+// An EVD linked to `cno` got an event; drops Cno::notifying, which the
+// caller raised under the EVD's lock.
+void cno_notify(Cno &cno, Evd &evd);
 } // namespace dat2::kit

@@ -276,6 +276,33 @@ TEST_P(CnoTest, AgentIsInvokedWhenTriggered) {
     free_both(evd, cno);
 }
 
+// The agent detaches its EVD and frees the CNO from inside its call: the
+// call returns, and the CNO is gone (a stale handle afterwards).
+TEST_P(CnoTest, AgentMayDetachItsEvdAndFreeTheCnoFromItsCall) {
+    struct Freer {
+        DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+        std::atomic<int> calls{0};
+        DAT_RETURN detached = DAT_SUCCESS, freed = DAT_SUCCESS;
+        static void invoked(DAT_PVOID self, DAT_EVD_HANDLE evd) {
+            auto *f = static_cast<Freer *>(self);
+            f->detached = dat_evd_modify_cno(evd, DAT_HANDLE_NULL);
+            f->freed = dat_cno_free(f->cno);
+            f->calls.fetch_add(1);
+        }
+    } freer;
+    freer.cno = make_cno(DAT_OS_WAIT_PROXY_AGENT{&freer, &Freer::invoked});
+    DAT_EVD_HANDLE evd = make_evd(freer.cno);
+    post(evd, 1);
+    const auto start = std::chrono::steady_clock::now();
+    while (freer.calls.load() == 0 && std::chrono::steady_clock::now() - start < 3000ms)
+        std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(freer.calls.load(), 1) << "the agent was not invoked (or its call never returned)";
+    EXPECT_DAT_OK(freer.detached);
+    EXPECT_DAT_OK(freer.freed);
+    EXPECT_DAT_ERR(dat_cno_free(freer.cno), DAT_INVALID_HANDLE, 0);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+}
+
 TEST_P(CnoTest, FreeWhileAnEvdReferencesItIsInvalidState) {
     DAT_CNO_HANDLE cno = make_cno();
     DAT_EVD_HANDLE evd = make_evd(cno);
