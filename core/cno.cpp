@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <poll.h>
+#include <chrono>
 #include <thread>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -50,6 +51,21 @@ DAT_RETURN make_cno(Ia *ia, DAT_OS_WAIT_PROXY_AGENT agent, Cno **out) {
 
 } // namespace
 
+namespace {
+
+// The agent calls this thread is in, innermost first: an agent may free its
+// own CNO (dat_evd_modify_cno to NULL, then dat_cno_free), which must not
+// wait for the notification it runs in, and that notification must not
+// touch the CNO afterwards.
+struct AgentCall {
+    Cno *cno;
+    bool freed;
+    AgentCall *outer;
+};
+thread_local AgentCall *t_agent_calls = nullptr;
+
+} // namespace
+
 void cno_notify(Cno &cno, Evd &evd) {
     DAT_OS_WAIT_PROXY_AGENT agent;
     {
@@ -61,11 +77,19 @@ void cno_notify(Cno &cno, Evd &evd) {
         cno.agent = DAT_OS_WAIT_PROXY_AGENT{nullptr, nullptr};
     }
     signal_fd(cno.fd);
-    // Let go of the CNO before the agent runs: the agent may detach the EVD
-    // and free the CNO, and freeing waits for notifications in progress.
-    cno.notifying.fetch_sub(1);
-    if (agent.proxy_agent_func)
-        agent.proxy_agent_func(agent.instance_data, &evd);
+    if (!agent.proxy_agent_func) {
+        cno.notifying.fetch_sub(1);
+        return;
+    }
+    // Still counted while the agent runs: a dat_cno_free in another thread
+    // returns only once the agent has, and the consumer may then free what
+    // the agent uses.
+    AgentCall call{&cno, false, t_agent_calls};
+    t_agent_calls = &call;
+    agent.proxy_agent_func(agent.instance_data, &evd);
+    t_agent_calls = call.outer;
+    if (!call.freed)
+        cno.notifying.fetch_sub(1);
 }
 
 void cno_release(Cno &cno) {
@@ -75,9 +99,21 @@ void cno_release(Cno &cno) {
         evd->cno = nullptr;
         evd->feeds_cno.store(false, std::memory_order_relaxed);
     }
-    // A notification taken before the EVDs let go may still be on its way.
-    while (cno.notifying.load() > 0)
-        std::this_thread::yield();
+    // A notification taken before the EVDs let go may still be on its way,
+    // or running the agent: not those of this thread (an agent freeing its
+    // own CNO), which then leave the CNO alone.
+    int own = 0;
+    for (AgentCall *c = t_agent_calls; c; c = c->outer)
+        if (c->cno == &cno) {
+            c->freed = true;
+            ++own;
+        }
+    for (int spins = 0; cno.notifying.load() > own; ++spins) {
+        if (spins < 1000)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(100)); // an agent that takes its time
+    }
     if (cno.fd >= 0)
         ::close(cno.fd);
     ia_untrack(*cno.ia, &cno);

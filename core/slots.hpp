@@ -127,6 +127,6 @@ void rmr_invalidate(Ep &ep, DAT_RMR_CONTEXT context, DAT_EVENT &event);
 void evd_release(Evd &evd);
 void cno_release(Cno &cno);
 // An EVD linked to `cno` got an event; drops Cno::notifying, which the
-// caller raised under the EVD's lock.
+// caller raised under the EVD's lock, once the agent (if any) returned.
 void cno_notify(Cno &cno, Evd &evd);
 } // namespace dat2::kit

@@ -10,11 +10,13 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -292,14 +294,45 @@ TEST_P(CnoTest, AgentMayDetachItsEvdAndFreeTheCnoFromItsCall) {
     } freer;
     freer.cno = make_cno(DAT_OS_WAIT_PROXY_AGENT{&freer, &Freer::invoked});
     DAT_EVD_HANDLE evd = make_evd(freer.cno);
-    post(evd, 1);
+    // The agent runs in the posting thread: a post that never returns is
+    // left behind (detached), and the test fails.
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread([evd, done] {
+        post(evd, 1);
+        done->store(true);
+    }).detach();
     const auto start = std::chrono::steady_clock::now();
-    while (freer.calls.load() == 0 && std::chrono::steady_clock::now() - start < 3000ms)
+    while (!done->load() && std::chrono::steady_clock::now() - start < 3000ms)
         std::this_thread::sleep_for(1ms);
-    ASSERT_EQ(freer.calls.load(), 1) << "the agent was not invoked (or its call never returned)";
+    ASSERT_TRUE(done->load()) << "the post whose agent frees the CNO did not return within 3 s";
+    ASSERT_EQ(freer.calls.load(), 1) << "the agent was not invoked";
     EXPECT_DAT_OK(freer.detached);
     EXPECT_DAT_OK(freer.freed);
     EXPECT_DAT_ERR(dat_cno_free(freer.cno), DAT_INVALID_HANDLE, 0);
+    EXPECT_DAT_OK(dat_evd_free(evd));
+}
+
+// dat_cno_free in another thread while the agent runs returns only once
+// the agent has: the consumer may then free what the agent uses.
+TEST_P(CnoTest, FreeingTheCnoWaitsForItsAgentRunningInAnotherThread) {
+    struct Slow {
+        std::atomic<bool> started{false}, finished{false};
+        static void invoked(DAT_PVOID self, DAT_EVD_HANDLE) {
+            auto *s = static_cast<Slow *>(self);
+            s->started.store(true);
+            std::this_thread::sleep_for(200ms);
+            s->finished.store(true);
+        }
+    } slow;
+    DAT_CNO_HANDLE cno = make_cno(DAT_OS_WAIT_PROXY_AGENT{&slow, &Slow::invoked});
+    DAT_EVD_HANDLE evd = make_evd(cno);
+    std::thread poster([evd] { post(evd, 1); });
+    while (!slow.started.load())
+        std::this_thread::sleep_for(1ms);
+    ASSERT_DAT_OK(dat_evd_modify_cno(evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
+    EXPECT_TRUE(slow.finished.load()) << "dat_cno_free returned while the CNO's agent was still running";
+    poster.join();
     EXPECT_DAT_OK(dat_evd_free(evd));
 }
 
