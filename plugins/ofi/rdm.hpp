@@ -366,6 +366,7 @@ public:
     int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
     int cq_fd(kit::Evd &evd) override;
     bool cq_arm(kit::Evd &evd) override;
+    void cq_cno_changed(kit::Evd &evd) override;
 
     DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;
     void mr_deregister(kit::Lmr &lmr) override;

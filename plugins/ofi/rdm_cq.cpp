@@ -334,4 +334,11 @@ bool RdmTransport::cq_arm(kit::Evd &evd) {
     return true;
 }
 
+// An EVD now feeds a CNO: a round now, which sees it, rather than after the
+// wait of a quiet loop (up to kMaxRoundMs).
+void RdmTransport::cq_cno_changed(kit::Evd &evd) {
+    if (evd.feeds_cno.load(std::memory_order_relaxed))
+        loop().post([] {});
+}
+
 } // namespace dat2::ofi
