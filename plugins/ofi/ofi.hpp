@@ -170,6 +170,7 @@ public:
     int cq_read(kit::Evd &evd, kit::Completion *out, int max) override;
     int cq_fd(kit::Evd &evd) override;
     bool cq_arm(kit::Evd &evd) override;
+    void cq_cno_changed(kit::Evd &evd) override;
 
     DAT_RETURN mr_register(kit::Lmr &lmr, kit::Registration &out) override;
     void mr_deregister(kit::Lmr &lmr) override;
@@ -439,6 +440,14 @@ private:
     std::uint64_t srq_posts_ = 0;
     bool arm_srq(kit::Evd &evd); // false: read again first
     void forget_srq_sleeper_locked(kit::Evd &evd); // under srq_queues_mu_
+    // EVDs that feed a CNO (cq_cno_changed), whose consumer may wait outside
+    // DAT: an SRQ post drives their SRQ queues at once (srq_look_for_cnos),
+    // counted in srq_cno_looks_, for which cq_close waits once it took its
+    // EVD out of here. Under srq_queues_mu_.
+    std::vector<kit::Evd *> cno_evds_;
+    std::atomic<int> srq_cno_looks_{0};
+    void srq_look_for_cnos(const kit::Srq &srq);
+    void forget_cno_evd(kit::Evd &evd); // cq_close
 };
 
 struct OfiEp {

@@ -223,6 +223,7 @@ void OfiTransport::cq_close(kit::Evd &evd) {
     auto *c = static_cast<OfiCq *>(evd.cq);
     if (!c)
         return;
+    forget_cno_evd(evd);
     {
         std::lock_guard<std::mutex> lock(mu_);
         retiring_.erase(std::remove(retiring_.begin(), retiring_.end(), &evd), retiring_.end());

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
 
 namespace dat2::ofi {
 
@@ -69,16 +72,72 @@ DAT_RETURN OfiTransport::srq_post(kit::Srq &srq, kit::Op &op, const kit::Segment
         // After the post, under the lock the waiters register under (see
         // srq_sleepers_): either a waiter's next look sees this post, or it
         // is registered and woken here.
-        std::lock_guard<std::mutex> lock(srq_queues_mu_);
-        ++srq_posts_;
-        for (kit::Evd *evd : srq_sleepers_)
-            kit::evd_wake_waiters(*evd);
+        bool cnos;
+        {
+            std::lock_guard<std::mutex> lock(srq_queues_mu_);
+            ++srq_posts_;
+            for (kit::Evd *evd : srq_sleepers_)
+                kit::evd_wake_waiters(*evd);
+            cnos = !cno_evds_.empty();
+        }
+        if (__builtin_expect(cnos, 0))
+            srq_look_for_cnos(srq);
         return DAT_SUCCESS;
     }
     if (rc == -FI_EAGAIN)
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_SRQ);
     DAT2_ERR("%s: posting a receive to an SRQ: %s\n", name(), fi_text(static_cast<int>(rc)));
     return to_dat(static_cast<int>(rc), DAT_ERROR(DAT_INTERNAL_ERROR, 0));
+}
+
+namespace {
+thread_local bool t_in_srq_cno_look = false; // an agent the look invokes may free an EVD
+} // namespace
+
+// As a receive posted on an EP does for its EVD (post_recv, look_for_cno):
+// the queues of this SRQ whose EVD feeds a CNO are driven now, and their
+// EVDs woken if a receive completed (tcp may have held its message).
+void OfiTransport::srq_look_for_cnos(const kit::Srq &srq) {
+    std::vector<std::pair<fid_cq *, kit::Evd *>> look;
+    {
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        for (const SrqQueue &q : srq_queues_)
+            if (q.ep->srq == &srq && std::find(cno_evds_.begin(), cno_evds_.end(), q.evd) != cno_evds_.end())
+                look.emplace_back(q.cq, q.evd);
+        if (look.empty())
+            return;
+        srq_cno_looks_.fetch_add(1); // under the lock cq_close takes the EVD out under
+    }
+    const bool outer = !t_in_srq_cno_look;
+    t_in_srq_cno_look = true;
+    for (const auto &[cq, evd] : look)
+        look_for_cno(cq, *evd);
+    t_in_srq_cno_look = !outer;
+    srq_cno_looks_.fetch_sub(1);
+}
+
+void OfiTransport::cq_cno_changed(kit::Evd &evd) {
+    std::lock_guard<std::mutex> lock(srq_queues_mu_);
+    const bool feeds = evd.feeds_cno.load(std::memory_order_relaxed);
+    auto at = std::find(cno_evds_.begin(), cno_evds_.end(), &evd);
+    if (feeds && at == cno_evds_.end())
+        cno_evds_.push_back(&evd);
+    else if (!feeds && at != cno_evds_.end())
+        cno_evds_.erase(at);
+}
+
+void OfiTransport::forget_cno_evd(kit::Evd &evd) {
+    {
+        std::lock_guard<std::mutex> lock(srq_queues_mu_);
+        auto at = std::find(cno_evds_.begin(), cno_evds_.end(), &evd);
+        if (at != cno_evds_.end())
+            cno_evds_.erase(at);
+    }
+    // A look that found the EVD before it left the list (here, or in
+    // cq_cno_changed) may still use it; not one of this thread's (its
+    // agent freeing the EVD): that one leaves the EVD once the agent returns.
+    while (!t_in_srq_cno_look && srq_cno_looks_.load() > 0)
+        std::this_thread::yield();
 }
 
 int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {

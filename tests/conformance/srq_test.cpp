@@ -12,9 +12,12 @@
 // DAT_ASYNC_ERROR_EP_BROKEN as OFED's providers do (kSrqEvent below).
 #include "connected.hpp"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <set>
 #include <string>
@@ -558,6 +561,47 @@ TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
         EXPECT_LT(w.ms, kWokenMs) << "round " << round;
         ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
     }
+}
+
+// The same with nobody waiting in DAT: the recv EVD feeds a CNO whose
+// consumer polls the CNO's fd. The SRQ's receive completes the message that
+// arrived first, and the fd becomes readable.
+TEST_P(SrqTest, ACnoFdBecomesReadableForTheSrqReceiveOfAMessageThatArrivedFirst) {
+    constexpr int kRounds = 4;
+    constexpr long kReadableMs = 250;
+    Buffer rb;
+    ASSERT_DAT_OK(server.register_buffer(rb, kRounds * kMsg));
+    DAT_SRQ_HANDLE srq = make_srq(kRounds);
+    DAT_EP_HANDLE sep = make_srq_ep(srq, server.recv_evd);
+    ASSERT_NO_FATAL_FAILURE(connect_eps(client.ep, sep));
+    DAT_FD fd = -1;
+    DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, cno));
+    for (int round = 0; round < kRounds; ++round) {
+        const DAT_UINT64 ck = 0x780 + static_cast<DAT_UINT64>(round);
+        ASSERT_DAT_OK(dat_ep_post_send(client.ep, 0, nullptr, cookie(ck), DAT_COMPLETION_DEFAULT_FLAG));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50)); // the message reaches the server
+        pollfd p{fd, POLLIN, 0};
+        ASSERT_EQ(::poll(&p, 1, 0), 0) << "round " << round << ": the CNO fired before the receive was posted";
+        DAT_LMR_TRIPLET t = rb.iov(kMsg * static_cast<size_t>(round), kMsg);
+        const auto posted = std::chrono::steady_clock::now();
+        ASSERT_DAT_OK(dat_srq_post_recv(srq, 1, &t, cookie(static_cast<DAT_UINT64>(round))));
+        const int ready = ::poll(&p, 1, 10'000);
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - posted).count();
+        std::cout << "[ info     ] round " << round << ": the CNO's fd readable " << ms
+                  << " ms after the SRQ's receive was posted\n";
+        EXPECT_EQ(ready, 1) << "round " << round << ": the CNO's fd never became readable";
+        EXPECT_LT(ms, kReadableMs) << "round " << round;
+        DAT_EVD_HANDLE hit = DAT_HANDLE_NULL;
+        EXPECT_DAT_OK(dat_cno_trigger(cno, &hit));
+        EXPECT_EQ(hit, server.recv_evd);
+        ASSERT_TRUE(wait_dto_ok(server.recv_evd, static_cast<DAT_UINT64>(round)));
+        ASSERT_TRUE(wait_dto_ok(client.req_evd, ck));
+    }
+    ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
+    EXPECT_DAT_OK(dat_cno_free(cno));
 }
 
 TEST_P(SrqTest, TwoClientsFeedOneSrqThroughOneRecvEvd) {
