@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <poll.h>
-#include <chrono>
 #include <thread>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -108,12 +107,7 @@ void cno_release(Cno &cno) {
             c->freed = true;
             ++own;
         }
-    for (int spins = 0; cno.notifying.load() > own; ++spins) {
-        if (spins < 1000)
-            std::this_thread::yield();
-        else
-            std::this_thread::sleep_for(std::chrono::microseconds(100)); // an agent that takes its time
-    }
+    wait_count_at_most(cno.notifying, own);
     if (cno.fd >= 0)
         ::close(cno.fd);
     ia_untrack(*cno.ia, &cno);

@@ -92,4 +92,16 @@ inline void evict_waiters(std::atomic<bool> &aborted, const std::atomic<int> &in
     }
 }
 
+// Waits until `count` is at most `n`: what it counts (a notification, a
+// transport's look at an object going away) is short, but may run a
+// consumer's callback, so a long wait sleeps instead of spinning.
+inline void wait_count_at_most(const std::atomic<int> &count, int n) {
+    for (int spins = 0; count.load() > n; ++spins) {
+        if (spins < 1000)
+            std::this_thread::yield();
+        else
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+}
+
 } // namespace dat2::kit

@@ -7,10 +7,10 @@
 #include "ofi.hpp"
 
 #include "log.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 #include <memory>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -136,8 +136,8 @@ void OfiTransport::forget_cno_evd(kit::Evd &evd) {
     // A look that found the EVD before it left the list (here, or in
     // cq_cno_changed) may still use it; not one of this thread's (its
     // agent freeing the EVD): that one leaves the EVD once the agent returns.
-    while (!t_in_srq_cno_look && srq_cno_looks_.load() > 0)
-        std::this_thread::yield();
+    if (!t_in_srq_cno_look)
+        kit::wait_count_at_most(srq_cno_looks_, 0);
 }
 
 int OfiTransport::read_srq_queues(kit::Evd &evd, kit::Completion *out, int max) {

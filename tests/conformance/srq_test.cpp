@@ -123,6 +123,15 @@ protected:
         EXPECT_EQ(ev.event_data.connect_event_data.ep_handle, cep);
     }
 
+    // `rounds` server buffers of kMsg in `rb`, an SRQ as deep, and an EP on
+    // it (recv EVD server.recv_evd) that client.ep connects to.
+    void connect_to_srq_of(int rounds, Buffer &rb, DAT_SRQ_HANDLE &srq) {
+        ASSERT_DAT_OK(server.register_buffer(rb, static_cast<size_t>(rounds) * kMsg));
+        srq = make_srq(rounds);
+        DAT_EP_HANDLE sep = make_srq_ep(srq, server.recv_evd);
+        ASSERT_NO_FATAL_FAILURE(connect_eps(client.ep, sep));
+    }
+
     // Sends `text` (with its NUL) from `cep` out of slot `slot` of `sb`,
     // and waits for the send's completion.
     void send_text(DAT_EP_HANDLE cep, Buffer &sb, size_t slot, const std::string &text) {
@@ -536,10 +545,8 @@ TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 4;
     constexpr long kWokenMs = 250;
     Buffer rb;
-    ASSERT_DAT_OK(server.register_buffer(rb, kRounds * kMsg));
-    DAT_SRQ_HANDLE srq = make_srq(kRounds);
-    DAT_EP_HANDLE sep = make_srq_ep(srq, server.recv_evd);
-    ASSERT_NO_FATAL_FAILURE(connect_eps(client.ep, sep));
+    DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+    ASSERT_NO_FATAL_FAILURE(connect_to_srq_of(kRounds, rb, srq));
     for (int round = 0; round < kRounds; ++round) {
         const DAT_UINT64 ck = 0x700 + static_cast<DAT_UINT64>(round);
         ASSERT_DAT_OK(dat_ep_post_send(client.ep, 0, nullptr, cookie(ck), DAT_COMPLETION_DEFAULT_FLAG));
@@ -570,10 +577,8 @@ TEST_P(SrqTest, ACnoFdBecomesReadableForTheSrqReceiveOfAMessageThatArrivedFirst)
     constexpr int kRounds = 4;
     constexpr long kReadableMs = 250;
     Buffer rb;
-    ASSERT_DAT_OK(server.register_buffer(rb, kRounds * kMsg));
-    DAT_SRQ_HANDLE srq = make_srq(kRounds);
-    DAT_EP_HANDLE sep = make_srq_ep(srq, server.recv_evd);
-    ASSERT_NO_FATAL_FAILURE(connect_eps(client.ep, sep));
+    DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
+    ASSERT_NO_FATAL_FAILURE(connect_to_srq_of(kRounds, rb, srq));
     DAT_FD fd = -1;
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
     ASSERT_DAT_OK(dat_cno_fd_create(server.ia.ia, &fd, &cno));
