@@ -8,6 +8,10 @@
 #include "boundary.hpp"
 #include "slots.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +24,18 @@ namespace {
 // atomic operations; dtestx registers every buffer with it.
 constexpr DAT_MEM_PRIV_FLAGS kRemoteAtomic = DAT_MEM_PRIV_EXTENSION_BASE;
 constexpr DAT_MEM_PRIV_FLAGS kValidPrivileges = static_cast<DAT_MEM_PRIV_FLAGS>(DAT_MEM_PRIV_ALL_FLAG | kRemoteAtomic);
+
+// False when some page of [addr, addr+len) is not mapped (len > 0, no
+// overflow). A provider that does not pin memory (libfabric tcp, shm)
+// would register such a range and fault in the first DTO that touches it;
+// verbs refuses it (EFAULT). msync(MS_ASYNC) checks the mappings and does
+// nothing else.
+bool range_is_mapped(std::uintptr_t addr, std::uintptr_t len) {
+    static const std::uintptr_t page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+    const std::uintptr_t start = addr & ~(page - 1);
+    const std::uintptr_t end = addr + len;
+    return ::msync(reinterpret_cast<void *>(start), end - start, MS_ASYNC) == 0 || errno != ENOMEM;
+}
 
 // True when [addr, addr+len) lies in shared mappings of this process: a
 // DAT_MEM_TYPE_SHARED_VIRTUAL region must have been created shared.
@@ -124,6 +140,13 @@ DAT_RETURN lmr_create(DAT_IA_HANDLE ia_handle, DAT_MEM_TYPE mem_type, DAT_REGION
                 return invalid_arg(3);
             if (length == 0)
                 return invalid_arg(4);
+            if (address + length < address)
+                return invalid_arg(4);
+            if (!range_is_mapped(address, length)) {
+                DAT2_ERR("dat_lmr_create: region %#" PRIxPTR "+%" PRIu64 " is not mapped in this process\n", address,
+                         static_cast<std::uint64_t>(length));
+                return invalid_arg(3);
+            }
             break;
         case DAT_MEM_TYPE_LMR:
             // The region names an LMR handle: an invalid one is an invalid handle.
@@ -249,7 +272,8 @@ DAT_RETURN sync_check(DAT_IA_HANDLE ia_handle, const DAT_LMR_TRIPLET *iov, DAT_V
     Ia *ia;
     if (DAT_RETURN r = handle_cast(ia_handle, ia))
         return r;
-    if (!iov || n == 0)
+    // No segments: nothing to make visible (the man pages do not call it invalid).
+    if (n > 0 && !iov)
         return invalid_arg(2);
     for (DAT_VLEN i = 0; i < n; ++i) {
         // dat.h, DAT_LMR_TRIPLET: with a segment_length of 0 "the other two

@@ -355,6 +355,24 @@ TEST_P(LmrTest, CreateBadParameters) {
         dat_lmr_free(lmr.handle);
 }
 
+// A provider that does not pin memory would register an unmapped range, and the first DTO
+// that touched it would fault; verbs refuses it. dat_lmr_create(3DAT): DAT_INVALID_PARAMETER.
+TEST_P(LmrTest, UnmappedMemoryIsInvalidParameter) {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    Mapping three{3 * page, MAP_PRIVATE | MAP_ANONYMOUS};
+    ASSERT_NE(three.address, MAP_FAILED);
+    ASSERT_EQ(munmap(three.data() + page, page), 0); // a hole in the middle
+    Lmr lmr;
+    EXPECT_DAT_ERR(create_virtual(three.data(), 3 * page, kLocal, &lmr), DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(create_virtual(three.data() + page + 16, 64, kLocal, &lmr), DAT_INVALID_PARAMETER, 0);
+    EXPECT_DAT_ERR(create_virtual(three.data(), DAT_VLEN{1} << 50, kLocal, &lmr), DAT_INVALID_PARAMETER, 0);
+    // The mapped pages on either side of the hole still register.
+    ASSERT_DAT_OK(create_virtual(three.data() + 2 * page, page, kLocal, &lmr));
+    EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
+    ASSERT_DAT_OK(create_virtual(three.data() + 8, page - 8, kLocal, &lmr));
+    EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
+}
+
 // ---- sync ----------------------------------------------------------------------------------
 
 TEST_P(LmrTest, SyncOnRegisteredRangesSucceeds) {
@@ -378,6 +396,9 @@ TEST_P(LmrTest, SyncOnRegisteredRangesSucceeds) {
                                           {0xdead, 0, lmr.lmr_context ^ 0x5a5a5a5au}};
     EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, with_empty, 2));
     EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, with_empty, 2));
+    // No segments at all: nothing to make visible, and the man pages do not call it invalid.
+    EXPECT_DAT_OK(dat_lmr_sync_rdma_read(ia_.ia, one, 0));
+    EXPECT_DAT_OK(dat_lmr_sync_rdma_write(ia_.ia, nullptr, 0));
     EXPECT_DAT_OK(dat_lmr_free(other.handle));
     EXPECT_DAT_OK(dat_lmr_free(lmr.handle));
 }
