@@ -263,6 +263,13 @@ DAT_RETURN OfiTransport::disconnect(kit::Ep &ep, bool) {
             // Aborting establishment: nothing will report it, so report it here.
             close_endpoint(oep);
             report.disconnected(ep, false);
+        } else if (oep.shutdown_sent) {
+            // The kit calls again only for an abrupt disconnect of an EP whose
+            // disconnect is pending: dat_ep_disconnect(3DAT) makes it
+            // DISCONNECTED at once, without waiting for FI_SHUTDOWN (which the
+            // kit then ignores).
+            loop().disarm(oep.disconnect_timer);
+            report.disconnected(ep, false);
         } else if (int rc = fi_shutdown(oep.ep, 0)) {
             DAT2_LOG(log::kGeneric, "%s: fi_shutdown: %s\n", name(), fi_text(rc));
             report.disconnected(ep, false);

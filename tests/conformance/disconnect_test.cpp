@@ -488,6 +488,21 @@ TEST_P(DisconnectTest, DisconnectOfDisconnectedEndpointIsANoOp) {
     EXPECT_TRUE(no_event(server.conn_evd));
 }
 
+TEST_P(DisconnectTest, AbruptDisconnectWhileAGracefulOneIsPendingEndsItAtOnce) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_GRACEFUL_FLAG));
+    const DAT_EP_STATE after_graceful = ep_state(client.ep); // DISCONNECT_PENDING over tcp, as a rule
+    ASSERT_DAT_OK(dat_ep_disconnect(client.ep, DAT_CLOSE_ABRUPT_FLAG));
+    // dat_ep_disconnect(3DAT): "The Consumer can call abrupt dat_ep_disconnect() when the local
+    // Endpoint is in the DAT_EP_DISCONNECT_PENDING state. This causes the Endpoint to transition
+    // into DAT_EP_STATE_DISCONNECTED without waiting".
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED) << "state after the graceful call: " << after_graceful;
+    EXPECT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(no_event(client.conn_evd)) << "one disconnect, one event";
+    EXPECT_TRUE(wait_event(server.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED));
+    EXPECT_TRUE(no_event(server.conn_evd));
+}
+
 TEST_P(DisconnectTest, GracefulDisconnectDuringActiveConnectionPendingAbortsAndFlushes) {
     disconnect_during_active_pending(DAT_CLOSE_GRACEFUL_FLAG);
 }
