@@ -100,6 +100,11 @@ struct State {
     std::vector<std::unique_ptr<StaticEntry>> statics; // fixed after config load
     std::vector<std::unique_ptr<DynamicEntry>> dynamics;
     std::vector<IaSlot> ias = std::vector<IaSlot>(1); // slot 0 is DAT_HANDLE_NULL
+    // Where the search for a free slot starts: slots are handed out in turn,
+    // so that a closed IA's handle names no other IA until every other
+    // handle has been used (a second dat_ia_close of it must not close the
+    // IA opened after it).
+    std::size_t next_ia_slot = 1;
 };
 
 State &state() {
@@ -523,7 +528,7 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
 
     State &s = state();
     DynamicEntry *provider = nullptr;
-    std::size_t slot = 1;
+    std::size_t slot = kMaxIaHandles; // none yet
     {
         std::lock_guard<std::recursive_mutex> load(s.load_mu);
         DAT_RETURN code = DAT_SUCCESS;
@@ -533,12 +538,17 @@ DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *a
         // A handle for the IA, taken before the provider opens it so that
         // running out of handles never has to undo a provider open.
         std::lock_guard<std::mutex> table(s.table_mu);
-        while (slot < s.ias.size() && !s.ias[slot].free())
-            ++slot;
-        if (slot < kMaxIaHandles) {
-            if (slot == s.ias.size())
+        for (std::size_t n = 0; n < kMaxIaHandles - 1; ++n) {
+            // From next_ia_slot (never past the table's end) round to slot 1.
+            const std::size_t candidate = 1 + (s.next_ia_slot - 1 + n) % (kMaxIaHandles - 1);
+            if (candidate == s.ias.size())
                 s.ias.emplace_back();
-            s.ias[slot].reserved = true;
+            if (s.ias[candidate].free()) {
+                slot = candidate;
+                s.ias[slot].reserved = true;
+                s.next_ia_slot = slot + 1 < kMaxIaHandles ? slot + 1 : 1;
+                break;
+            }
         }
     }
     if (slot >= kMaxIaHandles) {

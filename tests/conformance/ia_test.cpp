@@ -251,6 +251,24 @@ TEST_P(IaTest, QueryAndCloseOnBadHandlesAreInvalidHandle) {
     EXPECT_DAT_INVALID_HANDLE(dat_ia_close(closed, DAT_CLOSE_ABRUPT_FLAG), HandleKind::Ia);
 }
 
+// dat_ia_close(3DAT): DAT_INVALID_HANDLE "ia_handle is invalid" -- also once another IA was opened
+// after the close: the stale handle must not name the new IA (a second close would close it).
+TEST_P(IaTest, AClosedIaHandleDoesNotNameTheIaOpenedAfterIt) {
+    Ia a;
+    ASSERT_DAT_OK(a.open(name()));
+    const DAT_IA_HANDLE closed = a.ia;
+    ASSERT_DAT_OK(a.close(DAT_CLOSE_ABRUPT_FLAG));
+    Ia b;
+    ASSERT_DAT_OK(b.open(name()));
+    EXPECT_NE(b.ia, closed);
+    conformance::IaAttributes attrs;
+    EXPECT_DAT_INVALID_HANDLE(attrs.query(closed), HandleKind::Ia);
+    DAT_HANDLE_TYPE type{};
+    EXPECT_DAT_INVALID_HANDLE(dat_get_handle_type(closed, &type), HandleKind::Any);
+    EXPECT_DAT_INVALID_HANDLE(dat_ia_close(closed, DAT_CLOSE_ABRUPT_FLAG), HandleKind::Ia);
+    EXPECT_DAT_OK(attrs.query(b.ia)); // the IA opened after the close is still open
+}
+
 TEST_P(IaTest, CloseWithInvalidFlagsIsInvalidParameter) {
     Ia a;
     ASSERT_DAT_OK(a.open(name()));
