@@ -199,7 +199,10 @@ DAT_RETURN cno_query(DAT_CNO_HANDLE cno_handle, DAT_CNO_PARAM_MASK mask, DAT_CNO
         } else {
             // dat_cno_query(3DAT): DAT_OS_WAIT_PROXY_AGENT_NULL when the CNO
             // has no agent (never given one, given NULL, or its agent ran).
-            param->proxy_type = DAT_PROXY_TYPE_AGENT;
+            // The type then says NONE too, and the agent still reads as
+            // NULL, for programs that look at either.
+            const bool none = !cno->agent.proxy_agent_func && !cno->agent.instance_data;
+            param->proxy_type = none ? DAT_PROXY_TYPE_NONE : DAT_PROXY_TYPE_AGENT;
             param->proxy.agent = cno->agent;
         }
         return DAT_SUCCESS;

@@ -61,9 +61,10 @@ void DAT_API other_agent_func(DAT_PVOID, DAT_EVD_HANDLE) {}
 
 ::testing::AssertionResult has_no_agent(const DAT_CNO_PARAM &p) {
     // dat_cno_query(3DAT): "A value of DAT_OS_WAIT_PROXY_AGENT_NULL in cno_param indicates that
-    // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type (NONE or
-    // AGENT here; FD only for dat_cno_fd_create's CNOs): the agent itself must read as NULL.
-    if ((p.proxy_type == DAT_PROXY_TYPE_NONE || p.proxy_type == DAT_PROXY_TYPE_AGENT) &&
+    // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type, whose
+    // DAT_PROXY_TYPE_NONE says the same (FD only for dat_cno_fd_create's CNOs); the agent
+    // itself must read as NULL too, for programs that look at it alone.
+    if (p.proxy_type == DAT_PROXY_TYPE_NONE &&
         p.proxy.agent.proxy_agent_func == nullptr && p.proxy.agent.instance_data == nullptr)
         return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "proxy_type " << p.proxy_type << ", agent {instance_data "
