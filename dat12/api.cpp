@@ -125,6 +125,15 @@ DAT12_EXPORT DAT_RETURN dat_ia_openv(const DAT_NAME_PTR name, DAT_COUNT qlen, DA
             return invalid_arg(3);
         if (!ia_out)
             return invalid_arg(4);
+        // This library serves DAT API 1.2 whatever the provider implements:
+        // dat_registry_list_providers(3DAT) opens an IA only for the major
+        // version it names and a minor version up to its own.
+        if (major != DAT_VERSION_MAJOR || minor > DAT_VERSION_MINOR) {
+            DAT2_ERR("dat_ia_open('%s'): libdat.so.1 serves DAT API %d.%d; the application asks for %u.%u",
+                     name ? name : "(null)", DAT_VERSION_MAJOR, DAT_VERSION_MINOR, major, minor);
+            return error(DAT_PROVIDER_NOT_FOUND,
+                         major != DAT_VERSION_MAJOR ? DAT_MAJOR_NOT_FOUND : DAT_MINOR_NOT_FOUND);
+        }
         // dat_ia_open(3DAT): NULL asks for a new async EVD, DAT_EVD_ASYNC_EXISTS
         // says one exists elsewhere, anything else is an async EVD to share.
         Obj *shared = nullptr;
@@ -176,9 +185,20 @@ DAT12_EXPORT DAT_RETURN dat_ia_close(DAT_IA_HANDLE h, DAT_CLOSE_FLAGS flags) {
 static_assert(sizeof(DAT_PROVIDER_INFO) == sizeof(v2::DAT_PROVIDER_INFO));
 static_assert(offsetof(DAT_PROVIDER_INFO, is_thread_safe) == offsetof(v2::DAT_PROVIDER_INFO, is_thread_safe));
 
+// Every entry is reported as DAT API 1.2: that is what this library opens it
+// as (dat_ia_openv above), and dat_registry_list_providers(3DAT) tells
+// programs to pick entries by the version they were built for.
 DAT12_EXPORT DAT_RETURN dat_registry_list_providers(DAT_COUNT max, DAT_COUNT *entries, DAT_PROVIDER_INFO *(list[])) {
-    return guarded(FN, [&] {
-        return ret12(libdat2_registry_list_providers(max, entries, reinterpret_cast<v2::DAT_PROVIDER_INFO **>(list)));
+    return guarded(FN, [&]() -> DAT_RETURN {
+        const v2::DAT_RETURN r =
+            libdat2_registry_list_providers(max, entries, reinterpret_cast<v2::DAT_PROVIDER_INFO **>(list));
+        if (r == v2::DAT_SUCCESS && entries && list)
+            for (DAT_COUNT i = 0; i < std::min(*entries, max); ++i)
+                if (list[i]) {
+                    list[i]->dapl_version_major = DAT_VERSION_MAJOR;
+                    list[i]->dapl_version_minor = DAT_VERSION_MINOR;
+                }
+        return ret12(r);
     });
 }
 

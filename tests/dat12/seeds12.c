@@ -795,13 +795,45 @@ out:
     close_side(&c);
 }
 
+/* dat_registry_list_providers(3DAT): "an IA can be opened successfully as long as at least one
+ * Provider entry returned by dat_registry_list_providers() matches the ia_name,
+ * dapl_version_major, and is_thread_safe fields exactly, and has a dapl_version_minor that is equal
+ * to or greater than the version requested". This library serves DAT 1.2: its list says so, and it
+ * opens nothing for another major version or a newer minor one. */
+static void case_registry(void) {
+    static DAT_PROVIDER_INFO infos[256];
+    DAT_PROVIDER_INFO *list[256];
+    DAT_COUNT n = 0, i;
+    DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
+    DAT_EVD_HANDLE async = DAT_HANDLE_NULL;
+    int listed = 0;
+    for (i = 0; i < 256; ++i)
+        list[i] = &infos[i];
+    REQUIRE_OK(dat_registry_list_providers(256, &n, list));
+    REQUIRE(n > 0 && n <= 256, "%d entries", (int)n);
+    for (i = 0; i < n; ++i) {
+        CHECK(list[i]->dapl_version_major == DAT_VERSION_MAJOR && list[i]->dapl_version_minor == DAT_VERSION_MINOR,
+              "entry %s: DAT API %u.%u", list[i]->ia_name, list[i]->dapl_version_major, list[i]->dapl_version_minor);
+        listed |= strcmp(list[i]->ia_name, ia_name) == 0;
+    }
+    CHECK(listed, "%s is not listed", ia_name);
+    CHECK_TYPE(dat_ia_openv(ia_name, 8, &async, &ia, 2, 0, DAT_FALSE), DAT_PROVIDER_NOT_FOUND);
+    CHECK_TYPE(dat_ia_openv(ia_name, 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR + 1, DAT_FALSE),
+               DAT_PROVIDER_NOT_FOUND);
+    CHECK(ia == DAT_HANDLE_NULL, "a refused open wrote the IA handle");
+    CHECK_OK(dat_ia_openv(ia_name, 8, &async, &ia, DAT_VERSION_MAJOR, DAT_VERSION_MINOR - 1, DAT_FALSE));
+    if (ia != DAT_HANDLE_NULL)
+        CHECK_OK(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG));
+out:;
+}
+
 int main(int argc, char **argv) {
     static const struct {
         const char *name;
         void (*run)(void);
-    } cases[] = {{"lmr", case_lmr},         {"rmr", case_rmr},
-                 {"ep_free", case_ep_free}, {"ep_disconnect", case_ep_disconnect},
-                 {"dto", case_dto},         {"handles", case_handles}};
+    } cases[] = {
+        {"lmr", case_lmr}, {"rmr", case_rmr},         {"ep_free", case_ep_free},  {"ep_disconnect", case_ep_disconnect},
+        {"dto", case_dto}, {"handles", case_handles}, {"registry", case_registry}};
     size_t i;
     if (argc < 2) {
         fprintf(stderr, "usage: %s <case> [ia_name]\n", argv[0]);
