@@ -64,8 +64,8 @@ void DAT_API other_agent_func(DAT_PVOID, DAT_EVD_HANDLE) {}
     // there are no Proxy Agent associated with the CNO." DAT 2.0 adds proxy_type, whose
     // DAT_PROXY_TYPE_NONE says the same (FD only for dat_cno_fd_create's CNOs); the agent
     // itself must read as NULL too, for programs that look at it alone.
-    if (p.proxy_type == DAT_PROXY_TYPE_NONE &&
-        p.proxy.agent.proxy_agent_func == nullptr && p.proxy.agent.instance_data == nullptr)
+    if (p.proxy_type == DAT_PROXY_TYPE_NONE && p.proxy.agent.proxy_agent_func == nullptr &&
+        p.proxy.agent.instance_data == nullptr)
         return ::testing::AssertionSuccess();
     return ::testing::AssertionFailure() << "proxy_type " << p.proxy_type << ", agent {instance_data "
                                          << p.proxy.agent.instance_data << ", proxy_agent_func "
