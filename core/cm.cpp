@@ -62,6 +62,53 @@ void disarm_connect_timer(Ep &ep) {
         ep.ia->loop->disarm(ep.connect_timer);
 }
 
+// A connection call inside the transport (Ep::cm_calls), entered under
+// ep.mu together with the state check that allows it.
+class CmCall {
+public:
+    CmCall() = default;
+    CmCall(const CmCall &) = delete;
+    CmCall &operator=(const CmCall &) = delete;
+    ~CmCall() {
+        if (ep_)
+            ep_->cm_calls.fetch_sub(1, std::memory_order_release);
+    }
+    // Under ep.mu: false when the EP is being freed (its handle is going).
+    bool enter(Ep &ep) {
+        if (ep.releasing)
+            return false;
+        ep.cm_calls.fetch_add(1, std::memory_order_relaxed);
+        ep_ = &ep;
+        return true;
+    }
+
+private:
+    Ep *ep_ = nullptr;
+};
+
+// A CR answered by this call (Cr::claimed): given back unless the answer
+// consumed it (kept()).
+class CrClaim {
+public:
+    CrClaim() = default;
+    CrClaim(const CrClaim &) = delete;
+    CrClaim &operator=(const CrClaim &) = delete;
+    ~CrClaim() {
+        if (cr_)
+            cr_->claimed.store(false, std::memory_order_release);
+    }
+    bool take(Cr &cr) {
+        if (!cr_claim(cr))
+            return false;
+        cr_ = &cr;
+        return true;
+    }
+    void kept() { cr_ = nullptr; } // before the CR is destroyed
+
+private:
+    Cr *cr_ = nullptr;
+};
+
 // dat_ep_connect's timeout, on the IA's event loop. The state moves first,
 // under ep.mu, so that an establishment the transport reports meanwhile is
 // ignored; then the transport drops the attempt.
@@ -80,9 +127,12 @@ void connect_timed_out(Ep &ep) {
 DAT_RETURN start_connect(Ep &ep, const sockaddr *addr, DAT_CONN_QUAL qual, DAT_TIMEOUT timeout, DAT_COUNT pd_size,
                          const void *pd) {
     EventLoop &loop = *ep.ia->loop;
-    if (timeout != DAT_TIMEOUT_INFINITE) {
+    CmCall call;
+    {
         std::lock_guard<std::mutex> lock(ep.mu); // see disarm_connect_timer
-        if (!ep.connect_timer)
+        if (!call.enter(ep))
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
+        if (timeout != DAT_TIMEOUT_INFINITE && !ep.connect_timer)
             ep.connect_timer = loop.timer([&ep] { connect_timed_out(ep); });
     }
     {
@@ -403,8 +453,11 @@ DAT_RETURN ep_disconnect(DAT_EP_HANDLE ep_handle, DAT_CLOSE_FLAGS flags) {
         if (flags != DAT_CLOSE_ABRUPT_FLAG && flags != DAT_CLOSE_GRACEFUL_FLAG)
             return invalid_arg(2);
         bool graceful = flags == DAT_CLOSE_GRACEFUL_FLAG;
+        CmCall call;
         {
             std::lock_guard<std::mutex> lock(ep->mu);
+            if (!call.enter(*ep))
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
             DAT_EP_STATE s = ep->state.load();
             switch (s) {
             case DAT_EP_STATE_DISCONNECTED: return DAT_SUCCESS; // a no-op per the seed
@@ -452,6 +505,9 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         Cr *cr;
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
+        CrClaim claim;
+        if (!claim.take(*cr))
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR); // answered by another thread
         // dat_cr_accept(3DAT): "If the local Endpoint is specified by the
         // Connection Request, the ep_handle shall be DAT_HANDLE_NULL"; a
         // provider-created one may also be replaced by a Consumer EP.
@@ -467,8 +523,11 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         if (DAT_RETURN r = check_private_data(*ep->ia, pd_size, pd, 3))
             return r;
         DAT_EP_STATE before;
+        CmCall call;
         {
             std::lock_guard<std::mutex> lock(ep->mu);
+            if (!call.enter(*ep))
+                return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_EP);
             before = ep->state.load();
             const bool own = ep == cr->provider_ep && (before == DAT_EP_STATE_PASSIVE_CONNECTION_PENDING ||
                                                        before == DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
@@ -489,7 +548,8 @@ DAT_RETURN cr_accept(DAT_CR_HANDLE cr_handle, DAT_EP_HANDLE ep_handle, DAT_COUNT
         if (ep == cr->provider_ep)
             cr->provider_ep = nullptr; // the Consumer's now
         release_request_ep(*cr);       // one the Consumer did not take
-        cr_destroy(*cr);               // dat_cr_accept(3DAT): the CR is gone after accept
+        claim.kept();
+        cr_destroy(*cr); // dat_cr_accept(3DAT): the CR is gone after accept
         return DAT_SUCCESS;
     });
 }
@@ -499,6 +559,9 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pd_size, const DAT_PVOID
         Cr *cr;
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
+        CrClaim claim;
+        if (!claim.take(*cr))
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR); // answered by another thread
         if (DAT_RETURN r = check_private_data(*cr->ia, pd_size, pd, 2))
             return r;
         DAT_RETURN r = cr->ia->transport->reject(*cr, pd, static_cast<std::size_t>(pd_size));
@@ -506,6 +569,7 @@ DAT_RETURN cr_reject(DAT_CR_HANDLE cr_handle, DAT_COUNT pd_size, const DAT_PVOID
         // dat_rsp_create(3DAT): a rejected RSP Endpoint is Unconnected again;
         // dat_psp_create(3DAT): a provider-created one goes back to the Provider.
         release_request_ep(*cr);
+        claim.kept();
         cr_destroy(*cr);
         return r;
     });
@@ -516,6 +580,9 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
         Cr *cr;
         if (DAT_RETURN r = handle_cast(cr_handle, cr))
             return r;
+        CrClaim claim;
+        if (!claim.take(*cr))
+            return DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE_CR); // answered by another thread
         Ia &ia = *cr->ia;
         // The service point of this IA listening on `handoff` (requests do
         // not move between processes: the connection is already here).
@@ -552,6 +619,7 @@ DAT_RETURN cr_handoff(DAT_CR_HANDLE cr_handle, DAT_CONN_QUAL handoff) {
         release_request_ep(*cr);
         cr->tp = nullptr;
         ia.transport->cr_release(*cr);
+        claim.kept();
         ia_untrack(ia, cr);
         destroy_object(cr);
         return DAT_SUCCESS;

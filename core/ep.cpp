@@ -8,6 +8,7 @@
 #include "lmr.hpp"
 #include "slots.hpp"
 #include "srq.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 
@@ -94,8 +95,15 @@ void detach(Ep &ep) {
 
 } // namespace
 
-void ep_release_all(Ep &ep) {
+bool ep_release_all(Ep &ep) {
     Ia &ia = *ep.ia;
+    {
+        std::lock_guard<std::mutex> lock(ep.mu);
+        if (ep.releasing)
+            return false; // another thread frees it (dat_ep_free beside dat_ia_close)
+        ep.releasing = true;
+    }
+    wait_count_at_most(ep.cm_calls, 0);
     EventLoop::Timer *timer;
     {
         // Taken away under ep.mu, freed outside it: timer_free waits for a
@@ -118,6 +126,7 @@ void ep_release_all(Ep &ep) {
         srq_detach(*ep.srq, ep);
     ia_untrack(ia, &ep);
     destroy_object(&ep);
+    return true;
 }
 
 // dat_psp_create(3DAT) with DAT_PSP_PROVIDER_FLAG, dat_rsp_create(3DAT)

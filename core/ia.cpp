@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace dat2::kit {
 
@@ -86,8 +87,18 @@ void release_children(Ia &ia) {
             if (!victim)
                 break;
             switch (type) {
-            case DAT_HANDLE_TYPE_EP: ep_release_all(*static_cast<Ep *>(victim)); break;
-            case DAT_HANDLE_TYPE_CR: cr_destroy(*static_cast<Cr *>(victim)); break;
+            // One that another thread is freeing stays listed until that
+            // thread is done with it: take turns until then.
+            case DAT_HANDLE_TYPE_EP:
+                if (!ep_release_all(*static_cast<Ep *>(victim)))
+                    std::this_thread::yield();
+                break;
+            case DAT_HANDLE_TYPE_CR:
+                if (!cr_claim(*static_cast<Cr *>(victim)))
+                    std::this_thread::yield();
+                else
+                    cr_destroy(*static_cast<Cr *>(victim));
+                break;
             case DAT_HANDLE_TYPE_PSP:
             case DAT_HANDLE_TYPE_RSP:
             case DAT_HANDLE_TYPE_CSP: psp_release(*static_cast<Psp *>(victim)); break;

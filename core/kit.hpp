@@ -255,6 +255,9 @@ struct Csp : Psp {
 };
 
 struct Cr : ObjectHeader {
+    // Taken by whoever answers the request (accept, reject, handoff) or
+    // destroys it (dat_ia_close), so that only one does (cr_claim).
+    std::atomic<bool> claimed{false};
     Psp *psp = nullptr;
     DAT_CONN_QUAL conn_qual = 0;
     sockaddr_storage remote{};
@@ -274,6 +277,13 @@ struct Cr : ObjectHeader {
 struct Ep : ObjectHeader {
     std::mutex mu; // connection state; never taken on the post paths
     std::atomic<DAT_EP_STATE> state{DAT_EP_STATE_UNCONNECTED};
+    // Connection calls (connect, accept, disconnect) inside the transport,
+    // each counted under mu with its state check; `releasing` (under mu)
+    // refuses new ones. ep_release_all waits for the count to drop, so that
+    // a dat_ep_free or dat_ia_close in another thread, which may follow an
+    // event that call caused, never frees what the transport still uses.
+    std::atomic<int> cm_calls{0};
+    bool releasing = false;
     Pz *pz = nullptr;
     Evd *recv_evd = nullptr, *request_evd = nullptr, *connect_evd = nullptr;
     // Counts the dat_ep_modify calls that changed pz, recv_evd, request_evd

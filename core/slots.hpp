@@ -115,7 +115,10 @@ DAT_RETURN ia_ha_related(DAT_IA_HANDLE, const DAT_NAME_PTR, DAT_BOOLEAN *);
 } // namespace slot
 
 // Internal helpers shared between families.
-void ep_release_all(Ep &ep); // frees the EP (any state) for ia_close
+// Frees the EP (any state); false when another thread is freeing it.
+bool ep_release_all(Ep &ep);
+// Takes the CR for its answer or its destruction; false when another thread has it.
+inline bool cr_claim(Cr &cr) { return !cr.claimed.exchange(true, std::memory_order_acq_rel); }
 void psp_release(Psp &psp);  // for ia_close
 void cr_destroy(Cr &cr);
 void lmr_release(Lmr &lmr);

@@ -18,10 +18,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -200,6 +202,96 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
                                    << " cycles besides " << steps << " step(s) of " << step_kib
                                    << " KiB in all (at most " << allowed << ")";
     }
+}
+
+// Threads that connect, accept, disconnect and free Endpoints of one IA while
+// another thread closes that IA abruptly: dat_ia_close(3DAT) destroys every
+// object, and each call made on one afterwards, or caught in the middle,
+// fails or completes; none crashes (a CR answered while the close destroyed
+// it, an EP freed by both, a connect or accept whose Endpoint the close
+// freed underneath it did). The threads stop at their first failed call.
+TEST_P(ChurnTest, ThreadsChurningConnectionsWhileAnotherClosesTheIaAbruptly) {
+    OpenIa ia;
+    ASSERT_DAT_OK(ia.open(GetParam()));
+    DAT_IA_ATTR attr{};
+    ASSERT_DAT_OK(dat_ia_query(ia.ia, nullptr, DAT_IA_FIELD_ALL, &attr, DAT_PROVIDER_FIELD_NONE, nullptr));
+    sockaddr_storage addr{};
+    std::memcpy(&addr, attr.ia_address_ptr,
+                attr.ia_address_ptr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    DAT_EVD_HANDLE cr_evd, conn_evd, dto_evd;
+    ASSERT_DAT_OK(dat_evd_create(ia.ia, 64, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd));
+    ASSERT_DAT_OK(dat_evd_create(ia.ia, 4096, DAT_HANDLE_NULL, DAT_EVD_CONNECTION_FLAG, &conn_evd));
+    ASSERT_DAT_OK(dat_evd_create(ia.ia, 4096, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &dto_evd));
+    DAT_CONN_QUAL qual = 0;
+    DAT_PSP_HANDLE psp;
+    ASSERT_DAT_OK(dat_psp_create_any(ia.ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp));
+    const DAT_IA_HANDLE h = ia.ia;
+    const DAT_PZ_HANDLE pz = ia.pz;
+    std::atomic<bool> stop{false};
+    std::atomic<long> connected{0};
+    std::vector<std::thread> threads;
+    // The server: an Endpoint per request, accepted; its Endpoints go with the IA.
+    threads.emplace_back([&] {
+        while (!stop) {
+            DAT_EVENT ev;
+            DAT_COUNT n;
+            const DAT_RETURN r = dat_evd_wait(cr_evd, 20000, 1, &ev, &n);
+            if (DAT_GET_TYPE(r) == DAT_TIMEOUT_EXPIRED)
+                continue;
+            DAT_EP_HANDLE ep;
+            if (r != DAT_SUCCESS || dat_ep_create(h, pz, dto_evd, dto_evd, conn_evd, nullptr, &ep) != DAT_SUCCESS ||
+                dat_cr_accept(ev.event_data.cr_arrival_event_data.cr_handle, ep, 0, nullptr) != DAT_SUCCESS)
+                return;
+        }
+    });
+    // Connection events of both sides, read and dropped.
+    threads.emplace_back([&] {
+        while (!stop) {
+            DAT_EVENT ev;
+            DAT_COUNT n;
+            const DAT_RETURN r = dat_evd_wait(conn_evd, 20000, 1, &ev, &n);
+            if (r != DAT_SUCCESS && DAT_GET_TYPE(r) != DAT_TIMEOUT_EXPIRED)
+                return;
+        }
+    });
+    for (int c = 0; c < 3; ++c)
+        threads.emplace_back([&, c] {
+            for (long i = c; !stop; ++i) {
+                DAT_EP_HANDLE ep;
+                if (dat_ep_create(h, pz, dto_evd, dto_evd, conn_evd, nullptr, &ep) != DAT_SUCCESS)
+                    return;
+                if (dat_ep_connect(ep, reinterpret_cast<DAT_IA_ADDRESS_PTR>(&addr), qual, 1000000, 0, nullptr,
+                                   DAT_QOS_BEST_EFFORT, DAT_CONNECT_DEFAULT_FLAG) != DAT_SUCCESS)
+                    return;
+                // Now and then freed while it connects; else once connected
+                // (or given up after 20 ms), disconnected one way or the other.
+                for (int w = 0; i % 4 != 3 && w < 200; ++w) {
+                    DAT_EP_STATE st;
+                    DAT_BOOLEAN in, out;
+                    if (dat_ep_get_status(ep, &st, &in, &out) != DAT_SUCCESS)
+                        return;
+                    if (st == DAT_EP_STATE_CONNECTED) {
+                        ++connected;
+                        break;
+                    }
+                    std::this_thread::sleep_for(std::chrono::microseconds(100));
+                }
+                if (i % 4 == 1 && dat_ep_disconnect(ep, DAT_CLOSE_GRACEFUL_FLAG) != DAT_SUCCESS)
+                    return;
+                if (i % 4 == 2 && dat_ep_disconnect(ep, DAT_CLOSE_ABRUPT_FLAG) != DAT_SUCCESS)
+                    return;
+                if (dat_ep_free(ep) != DAT_SUCCESS)
+                    return;
+            }
+        });
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    EXPECT_DAT_OK(dat_ia_close(h, DAT_CLOSE_ABRUPT_FLAG));
+    ia.ia = DAT_HANDLE_NULL; // closed here, and its PZ with it
+    ia.pz = DAT_HANDLE_NULL;
+    stop = true;
+    for (auto &t : threads)
+        t.join();
+    EXPECT_GT(connected.load(), 0) << "no connection was made before the close: nothing was raced";
 }
 
 INSTANTIATE_OVER_IAS(ChurnTest);
