@@ -916,6 +916,30 @@ void RdmTransport::hello(RdmEp &rep) {
     RdmCtxBlock *b = rep.block;
     if (!fep || !b)
         return;
+    // Called without mu_: the loop may end the connection meanwhile, and
+    // the peer's address-vector entry must outlive these posts (rxm crashes
+    // posting to an address removed from its vector; see av_release).
+    RdmDomain *dom = nullptr;
+    std::string peer;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (rep.peer_name.empty() || !rep.peer_dom)
+            return; // the connection ended before its first message
+        dom = rep.peer_dom;
+        peer = rep.peer_name;
+        fi_addr_t pinned;
+        if (av_insert(*dom, peer, pinned) != 0)
+            return;
+    }
+    struct Unpin {
+        RdmTransport &t;
+        RdmDomain &dom;
+        const std::string &peer;
+        ~Unpin() {
+            std::lock_guard<std::mutex> lock(t.mu_);
+            t.av_release(dom, peer);
+        }
+    } unpin{*this, *dom, peer};
     RdmCtx &r = b->ctx[b->n + kHelloRecv];
     RdmCtx &s = b->ctx[b->n + kHelloSend];
     r.left = s.left = 1;
