@@ -76,7 +76,10 @@ template <class T> void destroy_object(T *obj) {
     const DAT_PROVIDER *provider = obj->provider;
     obj->~T();
     auto *hdr = reinterpret_cast<ObjectHeader *>(static_cast<void *>(obj));
-    hdr->provider = provider; // keep dispatch through a stale handle working
+    // Keep dispatch through a stale handle working; written only if the
+    // destructor changed it, since the registry may read it meanwhile.
+    if (hdr->provider != provider)
+        hdr->provider = provider;
     new (&hdr->magic) std::atomic<std::uint32_t>(kDeadMagic);
     Arena::instance().deallocate(obj);
 }

@@ -912,24 +912,26 @@ void RdmTransport::nudge_locked(RdmEp &rep) {
 }
 
 void RdmTransport::hello(RdmEp &rep) {
-    RdmFabricEp *fep = rep.fep;
-    RdmCtxBlock *b = rep.block;
-    if (!fep || !b)
-        return;
-    // Called without mu_: the loop may end the connection meanwhile, and
-    // the peer's address-vector entry must outlive these posts (rxm crashes
-    // posting to an address removed from its vector; see av_release).
+    // Called without mu_: the loop may end the connection meanwhile and
+    // dat_ep_free retire the EP's block, and the peer's address-vector
+    // entry must outlive these posts (rxm crashes posting to an address
+    // removed from its vector; see av_release). Both are taken under mu_.
+    RdmFabricEp *fep = nullptr;
+    RdmCtxBlock *b = nullptr;
     RdmDomain *dom = nullptr;
     std::string peer;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (rep.peer_name.empty() || !rep.peer_dom)
+        fep = rep.fep;
+        b = rep.block;
+        if (!fep || !b || rep.peer_name.empty() || !rep.peer_dom)
             return; // the connection ended before its first message
         dom = rep.peer_dom;
         peer = rep.peer_name;
         fi_addr_t pinned;
         if (av_insert(*dom, peer, pinned) != 0)
             return;
+        b->refs.fetch_add(2, std::memory_order_relaxed);
     }
     struct Unpin {
         RdmTransport &t;
@@ -943,7 +945,6 @@ void RdmTransport::hello(RdmEp &rep) {
     RdmCtx &r = b->ctx[b->n + kHelloRecv];
     RdmCtx &s = b->ctx[b->n + kHelloSend];
     r.left = s.left = 1;
-    b->refs.fetch_add(2, std::memory_order_relaxed);
     iovec none[1];
     void *none_desc[1];
     const std::size_t count = rdm_iov(nullptr, 0, none, none_desc);
