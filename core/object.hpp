@@ -80,7 +80,10 @@ template <class T> void destroy_object(T *obj) {
     // destructor changed it, since the registry may read it meanwhile.
     if (hdr->provider != provider)
         hdr->provider = provider;
-    new (&hdr->magic) std::atomic<std::uint32_t>(kDeadMagic);
+    // An atomic store, not a constructor: a stale handle's check may load
+    // it from another thread at this moment.
+    static_assert(sizeof(hdr->magic) == sizeof(std::uint32_t));
+    __atomic_store_n(reinterpret_cast<std::uint32_t *>(static_cast<void *>(&hdr->magic)), kDeadMagic, __ATOMIC_RELEASE);
     Arena::instance().deallocate(obj);
 }
 
