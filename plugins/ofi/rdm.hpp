@@ -78,7 +78,7 @@ struct RdmCtxBlock {
     // (progress_round): it does not progress, and nobody waits for it.
     std::atomic<bool> peer_stalled{false};
     kit::Op *base = nullptr; // ep.ops.data() when made
-    std::size_t n = 0;       // records; ctx holds two more, the connection's hello (kHelloRecv, kHelloSend)
+    std::size_t n = 0;       // records; ctx holds one more, the receive of the connection's hello (kHelloRecv)
     std::unique_ptr<RdmCtx[]> ctx;
     void release() {
         if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
@@ -94,7 +94,7 @@ struct RdmCtxBlock {
 // being established, not at the consumer's first DTO, which a peer that
 // stopped progressing would leave refused for ever.
 inline constexpr std::uint64_t kHelloBit = 1ull << 60;
-inline constexpr std::size_t kHelloRecv = 0, kHelloSend = 1; // after the records in a block
+inline constexpr std::size_t kHelloRecv = 0; // after the records in a block
 
 // to_iov, with an empty message or RMA handed over as one empty segment,
 // never as none: rxd 1.17 reads iov[0] of every send and write whatever the

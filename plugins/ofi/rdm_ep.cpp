@@ -50,14 +50,15 @@ private:
 
 RdmEp &rep_of(kit::Ep &ep) { return *static_cast<RdmEp *>(ep.tp); }
 
-// The contexts of `n` records from `base`, and the two of a connection's
-// hello; a sweep's block has no records (its contexts never reach the kit).
+// The contexts of `n` records from `base`, and the receive of a
+// connection's hello; a sweep's block has no records (its contexts never
+// reach the kit).
 RdmCtxBlock *make_block(kit::Op *base, std::size_t n) {
     auto *b = new RdmCtxBlock;
     b->base = base;
     b->n = n;
-    b->ctx = std::make_unique<RdmCtx[]>(b->n + 2);
-    for (std::size_t i = 0; i < b->n + 2; ++i) {
+    b->ctx = std::make_unique<RdmCtx[]>(b->n + 1);
+    for (std::size_t i = 0; i < b->n + 1; ++i) {
         b->ctx[i].part[0].owner = b->ctx[i].part[1].owner = &b->ctx[i];
         b->ctx[i].block = b;
     }
@@ -504,7 +505,7 @@ void RdmTransport::cancel_receives(RdmEp &rep) {
 }
 
 void RdmTransport::cancel_posted(RdmFabricEp &fep, const RdmCtxBlock &b) {
-    for (std::size_t i = 0; i < b.n + 2; ++i)
+    for (std::size_t i = 0; i < b.n + 1; ++i)
         if (b.ctx[i].recv_posted.load(std::memory_order_relaxed))
             fi_cancel(&fep.ep->fid, &b.ctx[i].part[0]);
 }
@@ -931,7 +932,7 @@ void RdmTransport::hello(RdmEp &rep) {
         fi_addr_t pinned;
         if (av_insert(*dom, peer, pinned) != 0)
             return;
-        b->refs.fetch_add(2, std::memory_order_relaxed);
+        b->refs.fetch_add(1, std::memory_order_relaxed);
     }
     struct Unpin {
         RdmTransport &t;
@@ -943,8 +944,7 @@ void RdmTransport::hello(RdmEp &rep) {
         }
     } unpin{*this, *dom, peer};
     RdmCtx &r = b->ctx[b->n + kHelloRecv];
-    RdmCtx &s = b->ctx[b->n + kHelloSend];
-    r.left = s.left = 1;
+    r.left = 1;
     iovec none[1];
     void *none_desc[1];
     const std::size_t count = rdm_iov(nullptr, 0, none, none_desc);
@@ -955,13 +955,16 @@ void RdmTransport::hello(RdmEp &rep) {
         r.recv_posted.store(false, std::memory_order_relaxed);
         b->release();
     }
-    fi_msg_tagged smsg{none, none_desc, count, rep.peer, rep.peer_tag | kHelloBit, 0, &s.part[0], 0};
-    // The peer answers once nudged, or within its next progress round, or
-    // it is busy: a bound of its own, not the post path's.
+    // Injected: a send completion would wait in the EP's request queue
+    // until its consumer reads that queue, and the block with it; a
+    // consumer that never posts a request would keep one block (and one
+    // provider queue entry) per connection for ever. The peer answers once
+    // nudged, or within its next progress round, or it is busy: a bound of
+    // its own, not the post path's.
     const ssize_t rc = post_retrying(
-        rep, [&] { return fi_tsendmsg(fep->ep, &smsg, FI_COMPLETION); }, std::chrono::milliseconds(1000));
+        rep, [&] { return fi_tinject(fep->ep, &rdm_no_byte, 0, rep.peer, rep.peer_tag | kHelloBit); },
+        std::chrono::milliseconds(1000));
     if (rc != 0) {
-        b->release();
         DAT2_LOG(log::kGeneric, "%s: EP %p: the connection's first message was not taken: %s\n", name(),
                  (void *)rep.owner, fi_text(static_cast<int>(rc)));
     }
