@@ -149,10 +149,16 @@ DAT_RETURN RdmTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     }
     no_delay(fd);
-    // From the IA's address: the peer sees it as ours (dat_cr_query).
+    // From the IA's address: the peer sees it as ours (dat_cr_query). The
+    // port is left to connect, which needs only the four-tuple to be free:
+    // a bind to port 0 searches every port's sockets for a conflict, and
+    // the side channels that ended before this one linger in TIME_WAIT by
+    // the thousand under connection churn.
     if (addr->sa_family == addr_.ss_family) {
         sockaddr_storage src = addr_;
         kit::set_port(src, 0);
+        const int on = 1;
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &on, sizeof on);
         if (::bind(fd, reinterpret_cast<const sockaddr *>(&src), kit::sockaddr_size(address())) != 0)
             DAT2_LOG(log::kGeneric, "%s: side channel: binding to the IA address: %s\n", name(), std::strerror(errno));
     }
