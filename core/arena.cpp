@@ -6,6 +6,7 @@
 #include <deque>
 #include <mutex>
 #include <new>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <vector>
 
@@ -47,6 +48,19 @@ Arena &Arena::create_instance() noexcept {
     }();
     return *arena;
 }
+
+// The arena's lock is held across fork(): a child opens IAs of its own
+// (docs/fork.md), and another thread of the parent may have been
+// allocating. Registered when the library loads: a handler registered on
+// first use could come while a fork is under way, after its prepare handlers
+// ran, and the lock taken right after would be held in the child for ever.
+void Arena::lock_for_fork() noexcept { instance().impl_->mu.lock(); }
+void Arena::unlock_after_fork() noexcept { instance().impl_->mu.unlock(); }
+
+namespace {
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork(Arena::lock_for_fork, Arena::unlock_after_fork, Arena::unlock_after_fork);
+} // namespace
 
 Arena::Arena(std::size_t reserve_bytes) : impl_(new Impl) {
     reserve_bytes &= ~(kChunkSize - 1);

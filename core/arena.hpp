@@ -49,6 +49,9 @@ public:
     }
 
     std::size_t chunks_in_use() const noexcept;
+    // pthread_atfork's: the lock taken before fork() and given back after.
+    static void lock_for_fork() noexcept;
+    static void unlock_after_fork() noexcept;
 
     explicit Arena(std::size_t reserve_bytes);
     ~Arena();

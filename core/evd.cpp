@@ -18,6 +18,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <pthread.h>
 #include <unordered_map>
 #include <poll.h>
 #include <thread>
@@ -211,6 +212,9 @@ std::multimap<Evd *, Ia *> &async_borrowers() {
     static auto *m = new std::multimap<Evd *, Ia *>;
     return *m;
 }
+// Held across fork() (docs/fork.md): registered at load, as the arena's.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { async_mu.lock(); }, [] { async_mu.unlock(); }, [] { async_mu.unlock(); });
 } // namespace
 
 void post_async(Ia &ia, DAT_EVENT_NUMBER number, DAT_HANDLE object, DAT_COUNT reason) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
 #include <string>
 
 namespace dat2::kit {
@@ -36,6 +37,9 @@ std::map<std::string, std::unique_ptr<Entry>> &entries() {
     static auto *m = new std::map<std::string, std::unique_ptr<Entry>>;
     return *m;
 }
+// Held across fork() (docs/fork.md): registered at load, as the arena's.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { entries_mu.lock(); }, [] { entries_mu.unlock(); }, [] { entries_mu.unlock(); });
 
 } // namespace
 

@@ -7,6 +7,7 @@
 #include "sockaddr.hpp"
 
 #include <netinet/in.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <mutex>
@@ -30,6 +31,10 @@ std::mutex &listeners_mu() {
     static auto *mu = new std::mutex; // never destroyed: plugins unload in any order
     return *mu;
 }
+// Held across fork(): a child may create service points of its own
+// (docs/fork.md). Registered at load, as the arena's lock.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { listeners_mu().lock(); }, [] { listeners_mu().unlock(); }, [] { listeners_mu().unlock(); });
 std::vector<Listener> &listeners() {
     static auto *v = new std::vector<Listener>;
     return *v;

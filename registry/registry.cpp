@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <cstring>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <memory>
+#include <new>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -113,6 +115,27 @@ State &state() {
     static State *s = new State;
     return *s;
 }
+
+// A child of fork() may open IAs of its own (docs/fork.md): a lock another
+// thread of the parent held at the fork would be held in the child for
+// ever. Both are taken across the fork, in their order. Registered when
+// libdat2 loads: a handler registered on first use could come while a fork
+// is under way, after its prepare handlers ran.
+[[maybe_unused]] const int fork_handlers = pthread_atfork(
+    [] {
+        state().load_mu.lock();
+        state().table_mu.lock();
+    },
+    [] {
+        state().table_mu.unlock();
+        state().load_mu.unlock();
+    },
+    [] {
+        // Made anew, not unlocked: a recursive mutex's owner is a thread
+        // id, and the child's only thread has another one.
+        new (&state().table_mu) std::mutex;
+        new (&state().load_mu) std::recursive_mutex;
+    });
 
 void remember_provider(const DAT_PROVIDER *p) // called with table_mu held
 {

@@ -35,6 +35,11 @@ namespace dat2::ofi {
 
 inline constexpr std::uint32_t kApiVersion = FI_VERSION(1, 11);
 
+// fi_getinfo, serialized with fork(): libfabric takes a lock of its own in
+// every fi_getinfo and has no fork handler, so a child forked while another
+// thread was inside it would wait on that lock for ever at its first IA.
+int getinfo(const char *node, std::uint64_t flags, const fi_info *hints, fi_info **info);
+
 // Remote CQ data of the message that ends a write with immediate data
 // (ofi_ext.cpp): bit 63 set (data without it, from builds that sent an
 // rmr_context with a send with invalidate, is ignored), the written length

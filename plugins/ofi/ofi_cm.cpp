@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <pthread.h>
 #include <future>
 #include <map>
 #include <memory>
@@ -212,7 +213,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         hints->src_addrlen = 0;
     }
     fi_info *cinfo = nullptr;
-    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &cinfo);
+    int rc = getinfo(nullptr, 0, hints, &cinfo);
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: no route to the requested address: %s\n", name(), fi_text(rc));
@@ -340,7 +341,7 @@ DAT_RETURN OfiTransport::psp_open(kit::Psp &psp, const DAT_CONN_QUAL *qual, DAT_
     hints->src_addr = src;
     hints->src_addrlen = kit::sockaddr_size(address());
     fi_info *pinfo = nullptr;
-    int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &pinfo);
+    int rc = getinfo(nullptr, 0, hints, &pinfo);
     fi_freeinfo(hints);
     if (rc) {
         DAT2_ERR("%s: fi_getinfo for a listener: %s\n", name(), fi_text(rc));
@@ -428,6 +429,16 @@ Lingering &lingering() {
     static auto *l = new Lingering; // used by IAs closed at exit
     return *l;
 }
+
+// Held across fork(): a child creates service points of its own
+// (docs/fork.md), and the listeners it inherited are its parent's, whose
+// IAs' threads do not exist in it. Registered at load, as the kit's locks.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { lingering().mu.lock(); }, [] { lingering().mu.unlock(); },
+                   [] {
+                       lingering().by_port.clear();
+                       lingering().mu.unlock();
+                   });
 
 } // namespace
 

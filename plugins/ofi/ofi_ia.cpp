@@ -149,10 +149,10 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     // capability: asked for first, and done without where the provider has
     // none (tcp).
     hints->caps |= FI_ATOMIC;
-    int rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+    int rc = getinfo(node, node ? FI_SOURCE : 0, hints, &info_);
     if (rc == -FI_ENODATA) {
         hints->caps &= ~FI_ATOMIC;
-        rc = fi_getinfo(kApiVersion, node, nullptr, node ? FI_SOURCE : 0, hints, &info_);
+        rc = getinfo(node, node ? FI_SOURCE : 0, hints, &info_);
     }
     fi_freeinfo(hints);
     if (rc) {
@@ -256,7 +256,7 @@ std::size_t OfiTransport::deepest_queue(bool tx) const {
             break;
         (tx ? hints->tx_attr->size : hints->rx_attr->size) = ok * 2;
         fi_info *got = nullptr;
-        const int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &got);
+        const int rc = getinfo(nullptr, 0, hints, &got);
         fi_freeinfo(hints);
         if (got)
             fi_freeinfo(got);

@@ -7,6 +7,27 @@
 #include "plugin.hpp"
 #include "rdm.hpp"
 
+#include <pthread.h>
+
+namespace dat2::ofi {
+
+namespace {
+std::mutex &getinfo_mu() {
+    static auto *mu = new std::mutex; // never destroyed: IAs may open from static destructors
+    return *mu;
+}
+// Registered at load, as the kit's arena lock.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { getinfo_mu().lock(); }, [] { getinfo_mu().unlock(); }, [] { getinfo_mu().unlock(); });
+} // namespace
+
+int getinfo(const char *node, std::uint64_t flags, const fi_info *hints, fi_info **info) {
+    std::lock_guard<std::mutex> lock(getinfo_mu());
+    return fi_getinfo(kApiVersion, node, nullptr, flags, hints, info);
+}
+
+} // namespace dat2::ofi
+
 namespace {
 
 using namespace dat2;
@@ -19,7 +40,7 @@ bool has_msg_endpoints(const ofi::Params &params) {
     hints->caps = FI_MSG | FI_RMA;
     hints->fabric_attr->prov_name = strdup(params.provider.c_str());
     fi_info *info = nullptr;
-    const int rc = fi_getinfo(ofi::kApiVersion, nullptr, nullptr, 0, hints, &info);
+    const int rc = ofi::getinfo(nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     if (info)
         fi_freeinfo(info);

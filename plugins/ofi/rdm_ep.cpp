@@ -552,15 +552,14 @@ struct DepartedEndpoints {
     std::uint64_t count = 0; // names ever noted
 };
 DepartedEndpoints &departed_endpoints() {
-    static DepartedEndpoints *d = [] {
-        auto *made = new DepartedEndpoints;
-        // A child forked while another thread held the lock gets it free.
-        pthread_atfork([] { departed_endpoints().mu.lock(); }, [] { departed_endpoints().mu.unlock(); },
-                       [] { departed_endpoints().mu.unlock(); });
-        return made;
-    }();
+    static auto *d = new DepartedEndpoints;
     return *d;
 }
+// A child forked while another thread held the lock gets it free. Registered
+// at load, as the kit's locks.
+[[maybe_unused]] const int fork_handlers =
+    pthread_atfork([] { departed_endpoints().mu.lock(); }, [] { departed_endpoints().mu.unlock(); },
+                   [] { departed_endpoints().mu.unlock(); });
 bool departed(const std::string &name) {
     DepartedEndpoints &d = departed_endpoints();
     std::lock_guard<std::mutex> lock(d.mu);

@@ -132,17 +132,15 @@ std::vector<RdmTransport *> &ias() {
     return *v;
 }
 std::mutex &ias_mu() {
-    static std::mutex *mu = [] {
-        auto *m = new std::mutex;
-        pthread_atfork([] { ias_mu().lock(); }, [] { ias_mu().unlock(); },
-                       [] {
-                           ias().clear();
-                           ias_mu().unlock();
-                       });
-        return m;
-    }();
+    static auto *mu = new std::mutex;
     return *mu;
 }
+// Registered at load, as the kit's locks.
+[[maybe_unused]] const int fork_handlers = pthread_atfork([] { ias_mu().lock(); }, [] { ias_mu().unlock(); },
+                                                          [] {
+                                                              ias().clear();
+                                                              ias_mu().unlock();
+                                                          });
 } // namespace
 
 RdmTransport::RdmTransport(kit::Ia &ia, const Params &params) : Transport(ia), params_(params) {}
@@ -224,12 +222,12 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
                     // (its "fast" path checks nothing).
                     hints->tx_attr->msg_order = FI_ORDER_SAS | (saw ? FI_ORDER_SAW : 0);
                     hints->rx_attr->msg_order = hints->tx_attr->msg_order;
-                    rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info_);
+                    rc = getinfo(nullptr, 0, hints, &info_);
                     if (rc == 0 && !params_.address.empty() && is_ip_format(info_->addr_format)) {
                         // An IP fabric serves on the IA's address.
                         fi_freeinfo(info_);
                         info_ = nullptr;
-                        rc = fi_getinfo(kApiVersion, params_.address.c_str(), nullptr, FI_SOURCE, hints, &info_);
+                        rc = getinfo(params_.address.c_str(), FI_SOURCE, hints, &info_);
                     }
                     if (rc == 0 && !virtual_addressing(info_)) {
                         fi_freeinfo(info_);
@@ -243,8 +241,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
         hints->caps |= FI_RMA_EVENT;
         fi_info *counted = nullptr;
         const bool at_address = !params_.address.empty() && is_ip_format(info_->addr_format);
-        if (fi_getinfo(kApiVersion, at_address ? params_.address.c_str() : nullptr, nullptr, at_address ? FI_SOURCE : 0,
-                       hints, &counted) == 0 &&
+        if (getinfo(at_address ? params_.address.c_str() : nullptr, at_address ? FI_SOURCE : 0, hints, &counted) == 0 &&
             virtual_addressing(counted)) {
             fi_freeinfo(info_);
             info_ = counted;

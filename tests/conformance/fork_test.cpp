@@ -29,12 +29,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 bool in_forked_child = false;
@@ -227,6 +230,80 @@ TEST_P(ForkTest, ConnectionWorksAfterSeveralForks) {
             return;
     }
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+}
+
+// Children forked while two other threads open and close IAs, list the
+// providers and create service points: a lock one of those threads held at
+// the fork (the registry's, the kit's object arena, the list of listening
+// ports, libfabric's inside fi_getinfo) would be held in the child for ever,
+// and the child's own dat_ia_open would hang.
+TEST_P(ForkTest, ChildForkedWhileOtherThreadsOpenIasOpensItsOwn) {
+    const std::string name = ia_name;
+    std::atomic<bool> stop{false};
+    std::atomic<long> opened{0};
+    std::vector<std::thread> busy;
+    for (int t = 0; t < 2; ++t)
+        busy.emplace_back([&] {
+            while (!stop) {
+                DAT_IA_HANDLE ia;
+                DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL;
+                if (dat_ia_open(const_cast<char *>(name.c_str()), 8, &async_evd, &ia) == DAT_SUCCESS) {
+                    ++opened;
+                    DAT_EVD_HANDLE cr_evd;
+                    DAT_PSP_HANDLE psp;
+                    DAT_CONN_QUAL qual = 0;
+                    if (dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd) == DAT_SUCCESS &&
+                        dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) == DAT_SUCCESS)
+                        dat_psp_free(psp);
+                    dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+                }
+                DAT_PROVIDER_INFO info[4], *list[4] = {&info[0], &info[1], &info[2], &info[3]};
+                DAT_COUNT n = 0;
+                dat_registry_list_providers(4, &n, list);
+            }
+        });
+    constexpr int kForks = 40;
+    int hung = 0, failed = 0;
+    for (int i = 0; i < kForks; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 + (i * 7) % 20));
+        std::fflush(stdout);
+        std::fflush(stderr);
+        const pid_t pid = ::fork();
+        if (pid == 0) {
+            in_forked_child = true;
+            ::alarm(kChildSeconds);
+            DAT_IA_HANDLE ia;
+            DAT_EVD_HANDLE async_evd = DAT_HANDLE_NULL, cr_evd;
+            DAT_PSP_HANDLE psp;
+            DAT_CONN_QUAL qual = 0;
+            if (dat_ia_open(const_cast<char *>(name.c_str()), 8, &async_evd, &ia) != DAT_SUCCESS)
+                _exit(kOpen);
+            if (dat_evd_create(ia, 4, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd) != DAT_SUCCESS ||
+                dat_psp_create_any(ia, &qual, cr_evd, DAT_PSP_CONSUMER_FLAG, &psp) != DAT_SUCCESS)
+                _exit(kListen);
+            _exit(dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG) == DAT_SUCCESS ? kOk : kClose);
+        }
+        ASSERT_GT(pid, 0) << "fork: " << std::strerror(errno);
+        int status = 0;
+        const auto deadline = std::chrono::steady_clock::now() + kChildWait;
+        pid_t r;
+        while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (r == 0) {
+            ::kill(pid, SIGKILL);
+            ::waitpid(pid, &status, 0);
+        }
+        if (r == 0 || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
+            ++hung;
+        else if (!WIFEXITED(status) || WEXITSTATUS(status) != kOk)
+            ++failed;
+    }
+    stop = true;
+    for (auto &t : busy)
+        t.join();
+    EXPECT_EQ(hung, 0) << hung << " of " << kForks << " children hung (a lock held across the fork)";
+    EXPECT_EQ(failed, 0) << failed << " of " << kForks << " children could not open, listen on and close an IA";
+    EXPECT_GT(opened.load(), 0) << "the other threads opened no IA: nothing was raced";
 }
 
 INSTANTIATE_OVER_IAS(ForkTest);
