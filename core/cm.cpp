@@ -195,6 +195,18 @@ void cr_destroy(Cr &cr) {
     destroy_object(&cr);
 }
 
+void cr_refuse_unanswerable(Cr &cr) {
+    DAT2_LOG(log::kGeneric,
+             "%s: connection request on qualifier %llu rejected: its EVD was freed with its "
+             "arrival event unread\n",
+             cr.ia->name.c_str(), (unsigned long long)cr.conn_qual);
+    cr.refused = true; // the Provider's: DAT_CONNECTION_EVENT_NON_PEER_REJECTED
+    cr.ia->transport->reject(cr, nullptr, 0);
+    cr.tp = nullptr;
+    release_request_ep(cr);
+    cr_destroy(cr);
+}
+
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len) {
     if (!ep.connect_evd)
         return;
@@ -260,6 +272,11 @@ const char *deliver_request(Psp &sp, Cr &cr) {
         if (rsp.ep->state.load() != DAT_EP_STATE_RESERVED)
             return "the reserved service point's Endpoint is no longer Reserved";
         rsp.ep->state.store(DAT_EP_STATE_PASSIVE_CONNECTION_PENDING);
+        // dat_ep_query(3DAT): the addresses and qualifiers are valid in the
+        // pending states.
+        rsp.ep->remote = cr.remote;
+        rsp.ep->remote_port = cr.remote_port;
+        rsp.ep->local_port = sp.conn_qual;
         rsp.used = true;
         cr.provider_ep = rsp.ep;
         cr.for_rsp = true;
@@ -268,6 +285,12 @@ const char *deliver_request(Psp &sp, Cr &cr) {
         cr.provider_ep = ep_create_for_provider(ia, DAT_EP_STATE_TENTATIVE_CONNECTION_PENDING);
         if (!cr.provider_ep)
             return "no Endpoint could be created for it";
+        {
+            std::lock_guard<std::mutex> lock(cr.provider_ep->mu);
+            cr.provider_ep->remote = cr.remote;
+            cr.provider_ep->remote_port = cr.remote_port;
+            cr.provider_ep->local_port = sp.conn_qual;
+        }
         cr.provider_ep_is_providers = true;
     }
     ia_track(ia, &cr);

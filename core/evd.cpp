@@ -24,6 +24,7 @@
 #include <thread>
 #include <sys/eventfd.h>
 #include <unistd.h>
+#include <vector>
 
 namespace dat2::kit {
 
@@ -691,10 +692,27 @@ DAT_RETURN evd_free(DAT_EVD_HANDLE evd_handle) {
             return r;
         if (evd->users.load() != 0)
             return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_IN_USE);
+        // Requests whose arrival events go with the EVD: nobody can answer
+        // them now, and their requesters (and an RSP's Endpoint, Passive
+        // Connection Pending) would wait for ever. The Provider rejects them.
+        std::vector<DAT_CR_HANDLE> unread;
         {
             std::lock_guard<Lock> lock(evd->mu);
             if (evd->waiter)
                 return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EVD_WAITER);
+            auto note = [&](const DAT_EVENT &e) {
+                if (e.event_number == DAT_CONNECTION_REQUEST_EVENT)
+                    unread.push_back(e.event_data.cr_arrival_event_data.cr_handle);
+            };
+            for (std::size_t i = 0; i < evd->count; ++i)
+                note(evd->ring[(evd->head + i) & (evd->ring.size() - 1)]);
+            for (const DAT_EVENT &e : evd->spill)
+                note(e);
+        }
+        for (DAT_CR_HANDLE h : unread) {
+            Cr *cr;
+            if (handle_cast(h, cr) == DAT_SUCCESS && cr_claim(*cr))
+                cr_refuse_unanswerable(*cr);
         }
         evd_release(*evd);
         return DAT_SUCCESS;

@@ -121,6 +121,9 @@ bool ep_release_all(Ep &ep);
 inline bool cr_claim(Cr &cr) { return !cr.claimed.exchange(true, std::memory_order_acq_rel); }
 void psp_release(Psp &psp);  // for ia_close
 void cr_destroy(Cr &cr);
+// Rejects a request whose CR nobody can answer any more (its arrival event
+// went with a freed EVD) and destroys the CR; the CR is claimed.
+void cr_refuse_unanswerable(Cr &cr);
 void lmr_release(Lmr &lmr);
 void rmr_release(Rmr &rmr); // unbinds and frees the RMR, for ia_close
 // A receive of a send with invalidate completed on `ep`: unbinds the RMR

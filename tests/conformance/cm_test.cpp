@@ -165,6 +165,38 @@ TEST_P(CmTest, RequestsGivenBeforeTheirPspWasFreedCanStillBeRejectedAndAccepted)
     ASSERT_NO_FATAL_FAILURE(disconnect_pair(client, DAT_CLOSE_GRACEFUL_FLAG));
 }
 
+// A request whose arrival event is still in its CR EVD when the Consumer
+// frees that EVD (its RSP freed first) can be answered by nobody: the
+// Provider rejects it. The requester sees NON_PEER_REJECTED instead of
+// waiting for ever, and the RSP's Endpoint, Passive Connection Pending,
+// is Unconnected again (dat_ep_free(3DAT) wants the request rejected first,
+// which its lost CR handle no longer allows).
+TEST_P(CmTest, RequestLeftInAFreedCrEvdIsRejectedByTheProvider) {
+    DAT_EVD_HANDLE cr_evd = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, 8, DAT_HANDLE_NULL, DAT_EVD_CR_FLAG, &cr_evd));
+    DAT_CONN_QUAL q = 0;
+    DAT_PSP_HANDLE probe = DAT_HANDLE_NULL; // a free qualifier for the RSP
+    ASSERT_DAT_OK(dat_psp_create_any(server.ia.ia, &q, cr_evd, DAT_PSP_CONSUMER_FLAG, &probe));
+    ASSERT_DAT_OK(dat_psp_free(probe));
+    DAT_RSP_HANDLE rsp = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_rsp_create(server.ia.ia, q, server.ep, cr_evd, &rsp));
+    ASSERT_DAT_OK(connect_ep(client.ep, server_addr.ptr(), q, DAT_TIMEOUT_INFINITE));
+    ASSERT_TRUE(ep_state_becomes(server.ep, DAT_EP_STATE_PASSIVE_CONNECTION_PENDING));
+    // dat_ep_query(3DAT): the remote address and both qualifiers are valid
+    // in the pending states already.
+    DAT_EP_PARAM param{};
+    ASSERT_DAT_OK(dat_ep_query(server.ep, DAT_EP_FIELD_ALL, &param));
+    ASSERT_NE(param.remote_ia_address_ptr, nullptr);
+    EXPECT_EQ(param.remote_ia_address_ptr->sa_family, server_addr.storage.ss_family);
+    EXPECT_NE(param.remote_port_qual, 0u);
+    EXPECT_EQ(param.local_port_qual, q);
+    ASSERT_DAT_OK(dat_rsp_free(rsp));
+    ASSERT_DAT_OK(dat_evd_free(cr_evd));
+    ASSERT_TRUE(wait_event(client.conn_evd, DAT_CONNECTION_EVENT_NON_PEER_REJECTED));
+    EXPECT_TRUE(ep_state_becomes(server.ep, DAT_EP_STATE_UNCONNECTED));
+    EXPECT_EQ(ep_state(client.ep), DAT_EP_STATE_DISCONNECTED);
+}
+
 // Once the requests of a freed PSP are answered, its qualifier is free at
 // once, in the same IA: a new PSP on it gets the next request.
 TEST_P(CmTest, QualifierOfAFreedPspWhoseRequestsWereAnsweredServesANewPspAtOnce) {
