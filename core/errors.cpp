@@ -13,6 +13,8 @@ DAT_RETURN errno_to_dat(int err, DAT_RETURN fallback) {
     case ENOMEM:
     case ENOSPC: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
     case EAGAIN:
+    case EMFILE: // descriptors: dat_ia_open(3DAT)'s "resource limitations"
+    case ENFILE:
     case ENOBUFS: return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);
     case EADDRINUSE: return DAT_ERROR(DAT_CONN_QUAL_IN_USE, 0);
     case ENOTCONN: return DAT_ERROR(DAT_INVALID_STATE, DAT_INVALID_STATE_EP_NOTREADY);

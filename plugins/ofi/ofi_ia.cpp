@@ -205,11 +205,13 @@ DAT_RETURN OfiTransport::open(kit::Capabilities &caps) {
     {
         fid_pep *probe = nullptr;
         std::size_t optlen = sizeof cm_data_size;
-        if (fi_passive_ep(fabric_, info_, &probe, nullptr) == 0) {
-            if (fi_getopt(&probe->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_data_size, &optlen))
-                cm_data_size = 0;
-            fi_close(&probe->fid);
+        if ((rc = fi_passive_ep(fabric_, info_, &probe, nullptr))) {
+            DAT2_ERR("%s: a passive endpoint (to learn the connection data size): %s\n", name, fi_text(rc));
+            return to_dat(rc, DAT_ERROR(DAT_INTERNAL_ERROR, 0));
         }
+        if (fi_getopt(&probe->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &cm_data_size, &optlen))
+            cm_data_size = 0;
+        fi_close(&probe->fid);
     }
     if (cm_data_size <= sizeof(CmHeader)) {
         DAT2_ERR("%s: provider '%s' carries no connection data (%zu bytes); private data and reject "

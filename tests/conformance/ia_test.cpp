@@ -4,9 +4,14 @@
 #include "conformance.hpp"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <future>
@@ -118,6 +123,60 @@ TEST_P(IaTest, UnknownNameIsProviderNotFound) {
     DAT_IA_HANDLE ia = DAT_HANDLE_NULL;
     const std::string bogus = name() + "-no-such-ia";
     EXPECT_DAT_ERR(dat_ia_open(conformance::ia_name_ptr(bogus), 8, &evd, &ia), DAT_PROVIDER_NOT_FOUND, 0);
+}
+
+// dat_ia_open(3DAT): DAT_INSUFFICIENT_RESOURCES, "The operation failed due
+// to resource limitations". A process short of file descriptors is one:
+// each open is tried with the limit a few descriptors above those open, in
+// a child (the limit is the process's); every failure must say so.
+TEST_P(IaTest, OpenShortOfFileDescriptorsIsInsufficientResources) {
+    const std::string ia = name();
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::alarm(60);
+        // The registry reads dat.conf at its first call: before the limit.
+        DAT_COUNT entries = 0;
+        dat_registry_list_providers(0, &entries, nullptr);
+        long open_fds = -1; // the directory's own descriptor is not counted
+        if (DIR *d = ::opendir("/proc/self/fd")) {
+            while (dirent *e = ::readdir(d))
+                open_fds += e->d_name[0] != '.';
+            ::closedir(d);
+        }
+        rlimit lim{};
+        ::getrlimit(RLIMIT_NOFILE, &lim);
+        int failures = 0;
+        for (long extra = 0; extra <= 32; ++extra) {
+            rlimit low = lim;
+            low.rlim_cur = static_cast<rlim_t>(open_fds + extra);
+            ::setrlimit(RLIMIT_NOFILE, &low);
+            DAT_EVD_HANDLE evd = DAT_HANDLE_NULL;
+            DAT_IA_HANDLE h = DAT_HANDLE_NULL;
+            const DAT_RETURN r = dat_ia_open(conformance::ia_name_ptr(ia), 8, &evd, &h);
+            ::setrlimit(RLIMIT_NOFILE, &lim);
+            if (r == DAT_SUCCESS) {
+                dat_ia_close(h, DAT_CLOSE_ABRUPT_FLAG);
+                continue;
+            }
+            ++failures;
+            if (DAT_GET_TYPE(r) != DAT_INSUFFICIENT_RESOURCES) {
+                const char *major = "", *minor = "";
+                dat_strerror(r, &major, &minor);
+                std::fprintf(stderr, "open with %ld descriptors to spare: %s %s\n", extra, major, minor);
+                _exit(1);
+            }
+        }
+        _exit(failures ? 0 : 2);
+    }
+    ASSERT_GT(pid, 0);
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+    if (WEXITSTATUS(status) == 2)
+        GTEST_SKIP() << ia << " opens with no file descriptor to spare (it takes none of its own): nothing to refuse";
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "an open short of descriptors failed with another code (above)";
 }
 
 TEST_P(IaTest, NullArgumentsAreInvalidParameter) {
