@@ -98,6 +98,7 @@ struct State {
     std::recursive_mutex load_mu;
     std::mutex table_mu;
     bool config_loaded = false;
+    bool no_static_registry = false; // no dat.conf could be read
     std::string libdat2_dir;
     std::vector<std::unique_ptr<StaticEntry>> statics; // fixed after config load
     std::vector<std::unique_ptr<DynamicEntry>> dynamics;
@@ -170,6 +171,16 @@ bool dto_slots_guarded_by(const DAT_PROVIDER *table, const void *marker) {
     return true;
 }
 
+// Whether the process is at its file descriptor limit now.
+bool descriptors_exhausted() {
+    const int fd = ::dup(2);
+    if (fd >= 0) {
+        ::close(fd);
+        return false;
+    }
+    return errno == EMFILE || errno == ENFILE;
+}
+
 bool name_fits(const char *name) {
     return name && std::memchr(name, '\0', DAT_NAME_MAX_LENGTH) != nullptr && name[0] != '\0';
 }
@@ -182,6 +193,7 @@ void ensure_config(State &s) // load_mu held
     s.libdat2_dir = object_directory(reinterpret_cast<const void *>(&ensure_config));
     DAT2_LOG(log::kStaticRegistry, "static registry: libdat2 %s (dat2) in %s", DAT2_VERSION, s.libdat2_dir.c_str());
     StaticConfig cfg = read_static_config(s.libdat2_dir);
+    s.no_static_registry = std::none_of(cfg.files.begin(), cfg.files.end(), [](const auto &f) { return f.read; });
     for (auto &e : cfg.entries) {
         auto se = std::make_unique<StaticEntry>();
         se->info = provider_info_of(e);
@@ -317,7 +329,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
     }
     std::vector<std::string> reasons;
     DAT_RETURN_SUBTYPE subtype = DAT_NAME_NOT_REGISTERED;
-    bool any = false;
+    bool any = false, out_of_fds = false;
     for (auto &ep : s.statics) {
         StaticEntry &e = *ep;
         if (e.conf.ia_name != name)
@@ -341,6 +353,9 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
             if (!e.library) {
                 reasons.push_back(where + ": " + why);
                 subtype = DAT_NAME_NOT_REGISTERED;
+                // A process out of file descriptors: dat_ia_open(3DAT)'s
+                // "resource limitations", not a missing provider.
+                out_of_fds = out_of_fds || descriptors_exhausted();
                 continue;
             }
         }
@@ -400,7 +415,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
         for (auto &r : reasons)
             DAT2_ERR("dat_ia_open('%s'): %s", name, r.c_str());
     }
-    code = DAT_ERROR(DAT_PROVIDER_NOT_FOUND, subtype);
+    code = out_of_fds ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0) : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, subtype);
     return nullptr;
 }
 
@@ -474,6 +489,13 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
     std::lock_guard<std::recursive_mutex> load(s.load_mu);
     ensure_config(s);
     std::lock_guard<std::mutex> table(s.table_mu);
+    // dat_registry_list_providers(3DAT): DAT_INTERNAL_ERROR, "The DAT static
+    // registry is missing" (ensure_config said why); providers that
+    // registered themselves are still listed.
+    if (s.no_static_registry && s.dynamics.empty()) {
+        *entries_returned = 0;
+        return DAT_ERROR(DAT_INTERNAL_ERROR, 0);
+    }
     // Every loadable dat.conf entry (a fail-over chain once), then providers
     // that registered themselves without a dat.conf entry.
     std::vector<const DAT_PROVIDER_INFO *> infos;
@@ -539,8 +561,13 @@ DAT_RETURN providers_related(const char *name1, const char *name2, DAT_HA_RELATI
 
 DAT_RETURN ia_open(const char *name, DAT_COUNT async_evd_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_handle,
                    DAT_UINT32 major, DAT_UINT32 minor, DAT_BOOLEAN thread_safety, bool dat12) {
-    if (!name_fits(name))
+    if (!name_fits(name)) {
+        DAT2_ERR("dat_ia_open: the IA name is %s", !name ? "NULL"
+                                                   : name[0] == '\0'
+                                                       ? "empty"
+                                                       : "not terminated within DAT_NAME_MAX_LENGTH (256) bytes");
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    }
     if (async_evd_qlen < 0)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG2);
     if (!async_evd)

@@ -35,6 +35,12 @@ bool regular_file_exists(const std::string &path) {
 
 // Reads a whole file; on failure returns false with a reason.
 bool read_file(const std::string &path, std::string &out, std::string &why) {
+    // A directory opens and reads as an empty file.
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        why = "it is a directory";
+        return false;
+    }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
         why = std::strerror(errno);

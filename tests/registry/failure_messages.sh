@@ -9,7 +9,7 @@ check() { # name, file, pattern
     if grep -qE -- "$3" "$2"; then echo "ok: $1"; else echo "FAIL: $1: no /$3/ in:"; sed 's/^/    /' "$2"; fail=1; fi
 }
 run() { # conf-or-empty, ia name -> $tmp/out, $tmp/err
-    DAT_OVERRIDE=$1 "$probe" $2 >"$tmp/out" 2>"$tmp/err"
+    DAT_OVERRIDE=$1 "$probe" ${2:-} >"$tmp/out" 2>"$tmp/err"
 }
 
 cat >"$tmp/dat.conf" <<CONF
@@ -50,6 +50,16 @@ if grep -q "did you mean" "$tmp/err"; then echo "FAIL: a suggestion for a name l
 run "$tmp/nonexistent.conf" good
 check "unreadable DAT_OVERRIDE is reported" "$tmp/err" "cannot read dat.conf .*nonexistent.conf \(DAT_OVERRIDE\): No such file"
 check "no fallback after an unreadable DAT_OVERRIDE" "$tmp/out" "DAT_PROVIDER_NOT_FOUND"
+# dat_registry_list_providers(3DAT): DAT_INTERNAL_ERROR, "The DAT static
+# registry is missing"; a directory named by DAT_OVERRIDE is no dat.conf.
+run "$tmp/nonexistent.conf"
+check "listing without a static registry: DAT_INTERNAL_ERROR" "$tmp/out" "^list: DAT_INTERNAL_ERROR"
+mkdir "$tmp/confdir"
+run "$tmp/confdir"
+check "a directory as DAT_OVERRIDE is reported" "$tmp/err" "cannot read dat.conf .*confdir \(DAT_OVERRIDE\): it is a directory"
+check "a directory as DAT_OVERRIDE: DAT_INTERNAL_ERROR" "$tmp/out" "^list: DAT_INTERNAL_ERROR"
+run "$tmp/dat.conf"
+if grep -q '^list:' "$tmp/out"; then echo "FAIL: listing a readable dat.conf failed"; fail=1; else echo "ok: listing a readable dat.conf"; fi
 
 # Errors never go to stdout by default...
 run "$tmp/dat.conf" missing

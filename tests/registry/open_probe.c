@@ -10,8 +10,15 @@
 static int list(void) {
     DAT_COUNT n = 0, got = 0, i;
     DAT_PROVIDER_INFO *infos, **ptrs;
-    dat_registry_list_providers(0, &n, NULL);
+    DAT_RETURN r = dat_registry_list_providers(0, &n, NULL);
     if (n <= 0) {
+        /* The count query answers DAT_INVALID_PARAMETER by design; anything
+         * else (no static registry) is said. */
+        if (DAT_GET_TYPE(r) != DAT_INVALID_PARAMETER) {
+            const char *major = "", *minor = "";
+            dat_strerror(r, &major, &minor);
+            printf("list: %s\n", major);
+        }
         printf("providers: 0\n");
         return 0;
     }
