@@ -191,9 +191,19 @@ DAT2_EXPORT DAT_RETURN dat_extension_op(DAT_HANDLE h, DAT_EXTENDED_OP op, ...) {
         DAT_HANDLE ph = nullptr;
         r = any_handle(h, &ph);
         if (r == DAT_SUCCESS) {
-            if (op & DAT_CLOSE_EXTENSION_BASE)
-                r = guarded(FN, [&] { return dat2::registry::extension_close(ph, op, args); });
-            else
+            r = DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1);
+            if (op > 0 && (op & DAT_CLOSE_EXTENSION_BASE)) {
+                va_list close_args;
+                va_copy(close_args, args);
+                r = guarded(FN, [&] { return dat2::registry::extension_close(ph, op, close_args); });
+                va_end(close_args);
+            }
+            // No close op at all, or one the extension does not define:
+            // the provider answers (an operation it does not know is its
+            // DAT_INVALID_PARAMETER). A close query on a handle no open op
+            // gave stays refused: the provider would close an IA the
+            // registry holds.
+            if (r == DAT_ERROR(DAT_INVALID_HANDLE, DAT_INVALID_HANDLE1) && op != DAT_CLOSE_EXTENSION_BASE)
                 r = call<&P::handle_extendedop_func>(FN, ph, DAT_INVALID_HANDLE1, ph, op, args);
         }
     }

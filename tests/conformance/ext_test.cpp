@@ -285,9 +285,9 @@ TEST_P(ExtTest, ExtendedDtoOnAHandleThatIsNoEndpointIsInvalidHandle) {
 }
 
 TEST_P(ExtTest, UnknownOperationIsInvalidParameter) {
-    // (Codes with DAT_OPEN_EXTENSION_BASE or DAT_CLOSE_EXTENSION_BASE set are
-    // the registry's to judge.)
-    for (int op : {777, 0xfff, static_cast<int>(DAT_IB_UD_AH_FREE_OP) + 1}) {
+    // Also codes in the close range other than the close query, and
+    // negative ones: the handle is good, the operation is not.
+    for (int op : {777, 0xfff, static_cast<int>(DAT_IB_UD_AH_FREE_OP) + 1, DAT_CLOSE_EXTENSION_BASE + 1, 9999, -1}) {
         DAT_RETURN r = dat_extension_op(client.ep, static_cast<DAT_EXTENDED_OP>(op), 0, nullptr);
         EXPECT_EQ(DAT_GET_TYPE(r), DAT_INVALID_PARAMETER) << "op " << op << ": " << ret_text(r);
     }
