@@ -56,6 +56,19 @@ constexpr int kChunks = 16;       // 1 MiB of RDMA writes in flight at each fork
 constexpr int kChildSeconds = 30; // SIGALRM ends a child that hangs
 constexpr auto kChildWait = std::chrono::seconds(40);
 
+// Waits for child `pid` at most kChildWait; false when it had to be killed.
+bool reap_child(pid_t pid, int &status) {
+    const auto deadline = std::chrono::steady_clock::now() + kChildWait;
+    pid_t r;
+    while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r != 0)
+        return true;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    return false;
+}
+
 // Child exit codes of the "own connection" child.
 enum ChildFail { kOk = 0, kOpen = 10, kListen, kEp, kConnect, kRequest, kAccept, kEstablished, kSend, kData, kClose };
 
@@ -176,13 +189,7 @@ protected:
         post_traffic(static_cast<unsigned char>(seed + 1));
         check_traffic(static_cast<unsigned char>(seed + 1));
         int status = 0;
-        const auto deadline = std::chrono::steady_clock::now() + kChildWait;
-        pid_t r;
-        while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-            std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        if (r == 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
+        if (!reap_child(pid, status)) {
             ADD_FAILURE() << "the child did not end within " << kChildWait.count() << " s";
             return -1;
         }
@@ -292,15 +299,8 @@ TEST_P(ForkTest, ChildForkedWhileOtherThreadsOpenIasOpensItsOwn) {
         }
         ASSERT_GT(pid, 0) << "fork: " << std::strerror(errno);
         int status = 0;
-        const auto deadline = std::chrono::steady_clock::now() + kChildWait;
-        pid_t r;
-        while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline)
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        if (r == 0) {
-            ::kill(pid, SIGKILL);
-            ::waitpid(pid, &status, 0);
-        }
-        if (r == 0 || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
+        const bool ended = reap_child(pid, status);
+        if (!ended || (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM))
             ++hung;
         else if (!WIFEXITED(status) || WEXITSTATUS(status) != kOk)
             ++failed;
