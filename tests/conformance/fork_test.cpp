@@ -248,6 +248,9 @@ TEST_P(ForkTest, ChildForkedWhileOtherThreadsOpenIasOpensItsOwn) {
     IaAttributes a;
     ASSERT_DAT_OK(a.query(server.ia.ia));
     const std::string vendor = a.ia.vendor_name;
+    if (conformance::kAsanBuild)
+        GTEST_SKIP() << "an ASan build: its allocator (GCC 12's libasan) holds no lock across fork(), so a child "
+                        "forked while another thread allocates may wait for ever in malloc";
     if (vendor.rfind("rdma-core", 0) == 0)
         GTEST_SKIP() << GetParam() << " (" << vendor << "): a child hung here in 1 of 40 forks, on a lock not yet "
                      << "located (librdmacm and libibverbs keep process-wide locks without fork handlers; "
