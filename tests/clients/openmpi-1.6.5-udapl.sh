@@ -50,9 +50,9 @@ udapl=(--mca btl udapl,self --mca btl_udapl_if_include "$ia")
 tcp=(--mca btl tcp,self --mca btl_tcp_if_include lo)
 # On one host each rank is bound to a core of its own, for both BTLs, as
 # the OSU benchmarks are meant to run (MVAPICH2 binds by default, Open MPI
-# 1.6.5 does not): unbound, two polling ranks sometimes share a CPU, and
-# osu_latency over ofi-shm read 0.9 to 2.5 us from run to run, 0.55 to 0.61
-# bound. Not between namespaces: each "host" would bind its rank to core 0.
+# 1.6.5 does not): unbound, two polling ranks may share a CPU. Binding
+# removes that cause of run-to-run spread, not every one (docs/performance.md).
+# Not between namespaces: each "host" would bind its rank to core 0.
 if [ "$where" = local ]; then
     udapl+=(--bind-to-core)
     tcp+=(--bind-to-core)
