@@ -1,16 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // IA open/query/close, consumer contexts, handle types and PZs.
 #include "boundary.hpp"
+#include "descriptors.hpp"
 #include "dat2_version.h"
 #include "event_loop.hpp"
 #include "slots.hpp"
 #include "srq.hpp"
 
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -123,25 +120,6 @@ void release_children(Ia &ia) {
 
 } // namespace
 
-// Whether the process is at (or within a few of) its descriptor limit:
-// libraries open several at once while they look for devices (librdmacm,
-// libibverbs), and fail with one still free.
-bool out_of_descriptors() {
-    constexpr int kFew = 64;
-    int fds[kFew];
-    int made = 0, err = 0;
-    for (; made < kFew; ++made) {
-        fds[made] = ::eventfd(0, EFD_CLOEXEC);
-        if (fds[made] < 0) {
-            err = errno;
-            break;
-        }
-    }
-    for (int i = 0; i < made; ++i)
-        ::close(fds[i]);
-    return made < kFew && (err == EMFILE || err == ENFILE);
-}
-
 namespace slot {
 
 DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE *async_evd, DAT_IA_HANDLE *ia_out) {
@@ -209,11 +187,8 @@ DAT_RETURN ia_open(const DAT_NAME_PTR name, DAT_COUNT async_qlen, DAT_EVD_HANDLE
         if (!ia->transport || err != DAT_SUCCESS) {
             if (err == DAT_SUCCESS)
                 err = DAT_ERROR(DAT_INTERNAL_ERROR, 0);
-            // Transport libraries report a process out of file descriptors
-            // in their own ways (libfabric tcp: EIO; librdmacm: ENODEV);
-            // dat_ia_open(3DAT) calls it DAT_INSUFFICIENT_RESOURCES,
-            // "resource limitations". Asked before the IA's own descriptors
-            // are given back.
+            // Asked before the IA's own descriptors are given back
+            // (descriptors.hpp).
             if (DAT_GET_TYPE(err) != DAT_INSUFFICIENT_RESOURCES && out_of_descriptors()) {
                 DAT2_ERR("%s: the process has no file descriptor left (RLIMIT_NOFILE)\n", name);
                 err = DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0);

@@ -281,10 +281,6 @@ using TransportFactory = std::unique_ptr<Transport> (*)(Ia &ia, const std::strin
 void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, const void *pdata,
                            std::size_t pdata_len);
 // `local_port`: the EP's port of the connection (dat_ep_query).
-// Whether the process is at, or within a few descriptors of, its file
-// descriptor limit: a transport whose library reports that as something
-// else (no device, ENODEV) asks at the failure, before it gives any back.
-bool out_of_descriptors();
 void on_established(Ep &ep, const void *pdata, std::size_t pdata_len, DAT_PORT_QUAL local_port);
 void on_connect_failed(Ep &ep, DAT_EVENT_NUMBER reason, const void *pdata, std::size_t pdata_len);
 // The connection is gone (local or remote disconnect, peer death): every

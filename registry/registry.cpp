@@ -2,6 +2,7 @@
 #include "registry.hpp"
 
 #include "dat2_version.h"
+#include "descriptors.hpp"
 #include "log.hpp"
 #include "names.hpp"
 #include "static_config.hpp"
@@ -169,16 +170,6 @@ bool dto_slots_guarded_by(const DAT_PROVIDER *table, const void *marker) {
             return false;
     }
     return true;
-}
-
-// Whether the process is at its file descriptor limit now.
-bool descriptors_exhausted() {
-    const int fd = ::dup(2);
-    if (fd >= 0) {
-        ::close(fd);
-        return false;
-    }
-    return errno == EMFILE || errno == ENFILE;
 }
 
 bool name_fits(const char *name) {
@@ -355,7 +346,7 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
                 subtype = DAT_NAME_NOT_REGISTERED;
                 // A process out of file descriptors: dat_ia_open(3DAT)'s
                 // "resource limitations", not a missing provider.
-                out_of_fds = out_of_fds || descriptors_exhausted();
+                out_of_fds = out_of_fds || out_of_descriptors();
                 continue;
             }
         }

@@ -5,6 +5,7 @@
 #include "resources.hpp"
 #include "sockaddr.hpp"
 
+#include "descriptors.hpp"
 #include "log.hpp"
 
 #include <algorithm>
@@ -274,12 +275,12 @@ DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
         DAT2_ERR("%s: no RDMA connection manager (rdma_create_event_channel: %s; is rdma_ucm loaded, "
                  "/dev/infiniband/rdma_cm present?)\n",
                  name, std::strerror(errno));
-        return kit::out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
-                                         : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+        return out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
+                                    : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
     std::string device;
     if (DAT_RETURN r = select_device(device))
-        return kit::out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0) : r;
+        return out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0) : r;
     // A device context of our own: its async events (QP errors) are this
     // IA's alone, whatever else the process opens.
     int ndev = 0;
@@ -291,8 +292,8 @@ DAT_RETURN VerbsTransport::open(kit::Capabilities &caps) {
         ibv_free_device_list(list);
     if (!ctx_) {
         DAT2_ERR("%s: cannot open RDMA device %s: %s\n", name, device.c_str(), std::strerror(errno));
-        return kit::out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
-                                         : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
+        return out_of_descriptors() ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
+                                    : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, DAT_NAME_NOT_REGISTERED);
     }
     if (ibv_query_device(ctx_, &dev_attr_) || ibv_query_port(ctx_, port_, &port_attr_)) {
         DAT2_ERR("%s: querying %s port %u: %s\n", name, device.c_str(), port_, std::strerror(errno));
