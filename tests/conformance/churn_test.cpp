@@ -215,9 +215,8 @@ TEST_P(ChurnTest, ThousandsOfConnectionsLeaveFdsAndMemoryFlat) {
 
 // One IA connecting to itself, cycle after cycle, with no DTO posted and its
 // DTO EVDs never read: whatever the transport sends or receives by itself
-// to set a connection up must not wait for the consumer to read those EVDs
-// (the RDM transport's first message did, and kept about 40 KB per
-// connection until then).
+// to set a connection up (the RDM transport's hello) must not hold memory
+// until the consumer reads those EVDs.
 TEST_P(ChurnTest, ConnectionsWhoseDtoEvdsAreNeverReadLeaveMemoryFlat) {
     OpenIa ia;
     ASSERT_DAT_OK(ia.open(GetParam()));
