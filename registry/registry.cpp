@@ -100,6 +100,7 @@ struct State {
     std::mutex table_mu;
     bool config_loaded = false;
     bool no_static_registry = false; // no dat.conf could be read
+    bool config_transient = false;   // the last read failed for want of descriptors or memory
     std::string libdat2_dir;
     std::vector<std::unique_ptr<StaticEntry>> statics; // fixed after config load
     std::vector<std::unique_ptr<DynamicEntry>> dynamics;
@@ -180,10 +181,18 @@ void ensure_config(State &s) // load_mu held
 {
     if (s.config_loaded)
         return;
-    s.config_loaded = true;
     s.libdat2_dir = object_directory(reinterpret_cast<const void *>(&ensure_config));
     DAT2_LOG(log::kStaticRegistry, "static registry: libdat2 %s (dat2) in %s", DAT2_VERSION, s.libdat2_dir.c_str());
     StaticConfig cfg = read_static_config(s.libdat2_dir);
+    // A file the process could not open for want of descriptors or memory
+    // is read again at the next call: the entries are taken only from a
+    // read that saw every file as it is (the table is fixed once taken).
+    s.config_transient = std::any_of(cfg.files.begin(), cfg.files.end(), [](const auto &f) { return f.transient; });
+    if (s.config_transient) {
+        s.no_static_registry = true;
+        return;
+    }
+    s.config_loaded = true;
     s.no_static_registry = std::none_of(cfg.files.begin(), cfg.files.end(), [](const auto &f) { return f.read; });
     for (auto &e : cfg.entries) {
         auto se = std::make_unique<StaticEntry>();
@@ -406,7 +415,8 @@ DynamicEntry *acquire_provider(State &s, const char *name, DAT_UINT32 major, DAT
         for (auto &r : reasons)
             DAT2_ERR("dat_ia_open('%s'): %s", name, r.c_str());
     }
-    code = out_of_fds ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0) : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, subtype);
+    code = out_of_fds || s.config_transient ? DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, 0)
+                                            : DAT_ERROR(DAT_PROVIDER_NOT_FOUND, subtype);
     return nullptr;
 }
 

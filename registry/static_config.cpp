@@ -33,8 +33,9 @@ bool regular_file_exists(const std::string &path) {
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// Reads a whole file; on failure returns false with a reason.
-bool read_file(const std::string &path, std::string &out, std::string &why) {
+// Reads a whole file; on failure returns false with a reason, and whether
+// the failure is the process's rather than the file's (ConfFileStatus::transient).
+bool read_file(const std::string &path, std::string &out, std::string &why, bool &transient) {
     // A directory opens and reads as an empty file.
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -43,7 +44,9 @@ bool read_file(const std::string &path, std::string &out, std::string &why) {
     }
     std::ifstream in(path, std::ios::binary);
     if (!in) {
-        why = std::strerror(errno);
+        const int err = errno;
+        why = std::strerror(err);
+        transient = err == EMFILE || err == ENFILE || err == ENOMEM;
         return false;
     }
     std::ostringstream ss;
@@ -57,9 +60,9 @@ bool read_file(const std::string &path, std::string &out, std::string &why) {
 }
 
 void read_one(StaticConfig &cfg, const std::string &path, const char *origin) {
-    ConfFileStatus status{path, origin, false, ""};
+    ConfFileStatus status{path, origin, false, "", false};
     std::string text;
-    if (read_file(path, text, status.error)) {
+    if (read_file(path, text, status.error, status.transient)) {
         status.read = true;
         ConfParseResult parsed = parse_dat_conf(text, path);
         for (auto &d : parsed.diagnostics) {

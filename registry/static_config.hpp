@@ -23,6 +23,10 @@ struct ConfFileStatus {
     std::string origin;
     bool read = false;
     std::string error; // why it was not read
+    // Not read for want of descriptors or memory (EMFILE, ENFILE, ENOMEM):
+    // the process's state, not the file's, so the registry reads it again
+    // at its next call instead of keeping the failure for its lifetime.
+    bool transient = false;
 };
 
 // A place where a dat.conf may be, in search order.

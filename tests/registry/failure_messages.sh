@@ -58,6 +58,13 @@ mkdir "$tmp/confdir"
 run "$tmp/confdir"
 check "a directory as DAT_OVERRIDE is reported" "$tmp/err" "cannot read dat.conf .*confdir \(DAT_OVERRIDE\): it is a directory"
 check "a directory as DAT_OVERRIDE: DAT_INTERNAL_ERROR" "$tmp/out" "^list: DAT_INTERNAL_ERROR"
+# Out of file descriptors at the first call: dat_ia_open(3DAT)'s
+# DAT_INSUFFICIENT_RESOURCES, and the dat.conf is read again once the
+# process has descriptors (not "no such provider" for its lifetime).
+(ulimit -n 64; PROBE_NO_FDS=1 run "$tmp/dat.conf" good)
+check "out of descriptors at the first open: DAT_INSUFFICIENT_RESOURCES" "$tmp/out" "^short: open good: DAT_INSUFFICIENT_RESOURCES"
+check "out of descriptors: the cause is logged" "$tmp/err" "cannot read dat.conf .*: Too many open files"
+check "descriptors back: the next open reads dat.conf and opens" "$tmp/out" "^open good: ok"
 run "$tmp/dat.conf"
 if grep -q '^list:' "$tmp/out"; then echo "FAIL: listing a readable dat.conf failed"; fail=1; else echo "ok: listing a readable dat.conf"; fi
 

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* A minimal DAT consumer, compiled as C against the public headers:
  * dat2_open_probe [IA_NAME] opens the IA, queries it, closes it and prints
- * one line with the result. Without a name it lists the providers. */
+ * one line with the result. Without a name it lists the providers.
+ * With PROBE_NO_FDS set, the first open is made with every file descriptor
+ * taken (its line is prefixed "short: "), and the open is then made again
+ * with them given back. */
 #include <dat2/udat.h>
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static int list(void) {
     DAT_COUNT n = 0, got = 0, i;
@@ -48,6 +53,20 @@ int main(int argc, char **argv) {
 
     if (argc < 2)
         return list();
+    if (getenv("PROBE_NO_FDS")) {
+        int fds[65536], n = 0, fd;
+        while (n < 65536 && (fd = open("/dev/null", O_RDONLY)) >= 0)
+            fds[n++] = fd;
+        r = dat_ia_open(argv[1], 8, &evd, &ia);
+        while (n > 0)
+            close(fds[--n]);
+        dat_strerror(r, &major, &minor);
+        printf("short: open %s: %s\n", argv[1], r == DAT_SUCCESS ? "ok" : major);
+        fflush(stdout);
+        if (r == DAT_SUCCESS)
+            dat_ia_close(ia, DAT_CLOSE_ABRUPT_FLAG);
+        evd = DAT_HANDLE_NULL;
+    }
     r = dat_ia_open(argv[1], 8, &evd, &ia);
     if (r != DAT_SUCCESS) {
         dat_strerror(r, &major, &minor);
