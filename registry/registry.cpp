@@ -512,16 +512,29 @@ DAT_RETURN list_providers(DAT_COUNT max_to_return, DAT_COUNT *entries_returned,
         if (!listed(d->info.ia_name))
             infos.push_back(&d->info);
     const auto count = static_cast<DAT_COUNT>(infos.size());
-    *entries_returned = count;
-    if (max_to_return < count || max_to_return <= 0)
+    // A count query (no room): the count, with DAT_INVALID_PARAMETER.
+    if (max_to_return <= 0) {
+        *entries_returned = count;
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1);
+    }
     if (!dat_provider_list)
         return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    for (DAT_COUNT i = 0; i < count; ++i)
+    // A list shorter than the registry gets its first entries, with
+    // DAT_SUCCESS, as from OFED's libdat2, which real consumers are written
+    // against: Open MPI 1.6.5 lists into room for its maximum number of
+    // BTLs (8) and turns its udapl BTL off on any error, and a host with
+    // OFED's stock /etc/dat.conf besides ours has dozens of entries.
+    // dat_registry_list_providers(3DAT) would fail the call instead.
+    const DAT_COUNT n = std::min(count, max_to_return);
+    for (DAT_COUNT i = 0; i < n; ++i)
         if (!dat_provider_list[i])
             return DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3);
-    for (DAT_COUNT i = 0; i < count; ++i)
+    for (DAT_COUNT i = 0; i < n; ++i)
         *dat_provider_list[i] = *infos[static_cast<std::size_t>(i)];
+    if (n < count)
+        DAT2_LOG(log::kStaticRegistry, "dat_registry_list_providers: room for %d of %d entries; the first %d returned",
+                 static_cast<int>(max_to_return), static_cast<int>(count), static_cast<int>(n));
+    *entries_returned = n;
     return DAT_SUCCESS;
 }
 

@@ -100,6 +100,18 @@ if run ring_c "${udapl[@]}" -- "$prefix/tests/ring_c" && clean ring_c &&
 else
     bad "ring_c over udapl ($ia)"
 fi
+# As installed beside OFED's libdat2: no DAT_OVERRIDE, so the registry
+# reads the dat.conf beside libdat2 and the system's /etc/dat.conf (OFED's
+# stock one has dozens of entries). The BTL lists providers into room for
+# 8 and is off if that call fails.
+if [ "$where" = local ] && [ -r /etc/dat.conf ]; then
+    if (unset DAT_OVERRIDE; run ring_c.sysconf "${udapl[@]}" -- "$prefix/tests/ring_c") && clean ring_c.sysconf &&
+        grep -q '^Process 1 exiting$' "$out/ring_c.sysconf"; then
+        ok "ring_c over udapl ($ia) without DAT_OVERRIDE ($(grep -cvE '^\s*(#|$)' /etc/dat.conf) entries in /etc/dat.conf)"
+    else
+        bad "ring_c over udapl ($ia) without DAT_OVERRIDE (the dat.conf beside libdat2 and /etc/dat.conf)"
+    fi
+fi
 
 # judge FILE FIRST: an OSU table with every size from FIRST to 4 MiB,
 # doubling, in order, each figure finite and above 0 (osu_bw prints two

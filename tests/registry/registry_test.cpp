@@ -304,8 +304,28 @@ TEST(Registry, ListProvidersCountsThenFills) {
     for (auto &i : infos)
         ptrs.push_back(&i);
     DAT_COUNT got = 0;
-    EXPECT_EQ(dat_registry_list_providers(n - 1, &got, ptrs.data()),
-              DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
+    // Room for fewer than there are: the first ones, as OFED's libdat2
+    // answers (Open MPI 1.6.5 lists into room for 8 and needs DAT_SUCCESS).
+    ASSERT_EQ(dat_registry_list_providers(2, &got, ptrs.data()), DAT_SUCCESS);
+    EXPECT_EQ(got, 2);
+    EXPECT_STREQ(infos[0].ia_name, "test-ok");
+    EXPECT_STREQ(infos[1].ia_name, "test-nts");
+    ASSERT_EQ(dat_registry_list_providers(n - 1, &got, ptrs.data()), DAT_SUCCESS);
+    EXPECT_EQ(got, n - 1);
+    // Room for more than there are: all of them.
+    std::vector<DAT_PROVIDER_INFO> more(static_cast<size_t>(n) + 3);
+    std::vector<DAT_PROVIDER_INFO *> more_ptrs;
+    for (auto &i : more)
+        more_ptrs.push_back(&i);
+    ASSERT_EQ(dat_registry_list_providers(n + 3, &got, more_ptrs.data()), DAT_SUCCESS);
+    EXPECT_EQ(got, n);
+    // A NULL among the entries to fill is refused; one beyond them is not looked at.
+    more_ptrs[1] = nullptr;
+    EXPECT_EQ(dat_registry_list_providers(n + 3, &got, more_ptrs.data()),
+              DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG3));
+    EXPECT_EQ(dat_registry_list_providers(1, &got, more_ptrs.data()), DAT_SUCCESS);
+    EXPECT_EQ(got, 1);
+    EXPECT_EQ(dat_registry_list_providers(-1, &got, ptrs.data()), DAT_ERROR(DAT_INVALID_PARAMETER, DAT_INVALID_ARG1));
     EXPECT_EQ(got, n);
     ASSERT_EQ(dat_registry_list_providers(n, &got, ptrs.data()), DAT_SUCCESS);
     EXPECT_EQ(got, n);
