@@ -672,6 +672,14 @@ void RdmTransport::open_scratch() {
     recv_iov_limit_ = std::min<std::size_t>(info_->rx_attr->iov_limit, kit::kMaxIov);
 }
 
+// A consumer's receive has one segment fewer than the provider takes
+// where the scratch goes behind it: with every segment its own, a message
+// longer than the receive would meet shm's bug again.
+std::size_t RdmTransport::consumer_recv_iov_limit() const {
+    const std::size_t limit = info_->rx_attr->iov_limit;
+    return scratch_ && limit > 1 ? limit - 1 : limit;
+}
+
 void RdmTransport::sweep_ended(RdmEp &rep) {
     if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag)
         return;
