@@ -13,7 +13,7 @@
 
 namespace dat2::kit {
 
-Ia::Ia() : lmr_table(kMaxLmrs), lmr_generation(kMaxLmrs, 1) {}
+Ia::Ia() : lmr_table(kMaxLmrs) {}
 
 // The loop stops first: no handler of the transport's runs while it goes.
 Ia::~Ia() {

@@ -466,10 +466,9 @@ struct Ia : ObjectHeader {
     bool async_evd_owned = false;
     std::mutex mu;      // the object lists below
     ObjectList objects; // every child, for ia_close
-    // LMR contexts: index (16 bits) | generation (16 bits) << 16; table read
-    // without a lock on the post path.
+    // LMR contexts: index (16 bits) | generation (16 bits, the process's
+    // counter: lmr.cpp) << 16; table read without a lock on the post path.
     std::vector<std::atomic<Lmr *>> lmr_table;
-    std::vector<std::uint16_t> lmr_generation;
     std::deque<std::uint32_t> lmr_free; // popped at the back, freed indexes pushed at the front
     std::atomic<int> rmrs{0};           // RMRs that exist (kMaxRmrs)
     // dat_ia_query's provider-specific attributes, made once at dat_ia_open

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -62,13 +63,28 @@ bool range_is_shared(std::uintptr_t addr, std::uintptr_t len) {
     return covered >= addr + len;
 }
 
+// The high half of every LMR context, from one counter for the process:
+// dat_lmr_create(3DAT) scopes an lmr_context to the consumer's address
+// space, so the first LMRs of two IAs (the same slot of each table) must
+// not share a context, or one IA's would name an LMR of the other in a
+// post. A freed slot's old context stays dead until the counter comes
+// round to it with that slot taken again.
+std::uint16_t next_lmr_generation() {
+    static std::atomic<std::uint16_t> next{1};
+    std::uint16_t g;
+    do
+        g = next.fetch_add(1, std::memory_order_relaxed);
+    while (g == 0);
+    return g;
+}
+
 DAT_RETURN context_alloc(Ia &ia, Lmr &lmr) {
     std::lock_guard<std::mutex> lock(ia.mu);
     if (ia.lmr_free.empty())
         return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY_REGION);
     std::uint32_t idx = ia.lmr_free.back();
     ia.lmr_free.pop_back();
-    lmr.lmr_context = (static_cast<std::uint32_t>(ia.lmr_generation[idx]) << 16) | idx;
+    lmr.lmr_context = (static_cast<std::uint32_t>(next_lmr_generation()) << 16) | idx;
     ia.lmr_table[idx].store(&lmr, std::memory_order_release);
     return DAT_SUCCESS;
 }
@@ -77,8 +93,6 @@ void context_free(Ia &ia, Lmr &lmr) {
     std::lock_guard<std::mutex> lock(ia.mu);
     std::uint32_t idx = lmr.lmr_context & 0xffff;
     ia.lmr_table[idx].store(nullptr, std::memory_order_release);
-    if (++ia.lmr_generation[idx] == 0)
-        ia.lmr_generation[idx] = 1;
     ia.lmr_free.push_front(idx); // reuse last: stale contexts stay dead longer
 }
 

@@ -1906,6 +1906,20 @@ TEST_P(DtoTest, SendWithBogusLmrContextIsRefused) {
     expect_send_refused(t, 0x12, {DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION});
 }
 
+// dat_lmr_create(3DAT): "For uDAPL the scope of the lmr_context is the
+// address space of the DAT Consumer": the first LMRs of two IAs have
+// different contexts, and one IA's LMR is no source for an EP of another.
+TEST_P(DtoTest, SendFromLmrOfAnotherIaIsRefused) {
+    Buffer s, r, other;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0, r, 4096));
+    ASSERT_DAT_OK(server.register_buffer(other, 4096));
+    EXPECT_NE(s.lmr_context, r.lmr_context) << "the first LMR of each IA";
+    EXPECT_NE(s.lmr_context, other.lmr_context);
+    ASSERT_NO_FATAL_FAILURE(connect_with_receive(r, 0x13));
+    for (const Buffer *b : {&r, &other})
+        expect_send_refused(b->iov(0, 100), 0x14, {DAT_PRIVILEGES_VIOLATION, DAT_PROTECTION_VIOLATION});
+}
+
 TEST_P(DtoTest, SendFromFreedLmrIsRefused) {
     Buffer s, r;
     ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0, r, 4096));
