@@ -73,6 +73,12 @@ clean cmake -S "$src/examples" -B "$tmp/hello_cmake" -DCMAKE_PREFIX_PATH="$prefi
     && clean cmake --build "$tmp/hello_cmake" >>"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; bad "find_package(dat2) build"; }
 clean "$tmp/hello_cmake/hello_dat" >"$tmp/run" 2>&1
 has "the find_package program opens ofi-tcp" "$tmp/run" "^ofi-tcp: adapter ofi-tcp"
+# Installed, it keeps the prefix's libdat2 (not the system's, OFED's).
+clean cmake --install "$tmp/hello_cmake" --prefix "$tmp/consumer" >>"$tmp/cmake.log" 2>&1 ||
+    { cat "$tmp/cmake.log"; bad "installing the find_package program"; }
+clean ldd "$tmp/consumer/bin/hello_dat" >"$tmp/ldd_consumer"
+has "the installed find_package program loads the prefix's libdat2.so.2" "$tmp/ldd_consumer" \
+    "libdat2.so.2 => $prefix/$libdir/libdat2.so.2"
 
 # The installed datinfo: healthy, reading the installed dat.conf first.
 clean "$prefix/bin/datinfo" -l >"$tmp/out" 2>"$tmp/err"
