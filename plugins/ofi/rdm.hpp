@@ -707,8 +707,7 @@ private:
     // shm only, and not where it wants local buffers registered (FI_MR_LOCAL).
     void *scratch_ = nullptr;
     std::size_t scratch_len_ = 0;
-    std::size_t recv_iov_limit_ = 0; // a receive with fewer segments gets the scratch as one more
-    std::size_t consumer_recv_iov_limit() const;
+    std::size_t recv_iov_limit_ = 0;           // a receive with fewer segments gets the scratch as one more
     std::atomic<bool> scratch_written_{false}; // pages to give back (run_sweeps)
     void open_scratch();
     __attribute__((cold, noinline)) void oversized(kit::Completion &out);

@@ -672,13 +672,25 @@ void RdmTransport::open_scratch() {
     recv_iov_limit_ = std::min<std::size_t>(info_->rx_attr->iov_limit, kit::kMaxIov);
 }
 
-// A consumer's receive has one segment fewer than the provider takes
-// where the scratch goes behind it: with every segment its own, a message
-// longer than the receive would meet shm's bug again.
-std::size_t RdmTransport::consumer_recv_iov_limit() const {
-    const std::size_t limit = info_->rx_attr->iov_limit;
-    return scratch_ && limit > 1 ? limit - 1 : limit;
+// A receive of as many segments as the provider takes has no room for the
+// scratch behind them; segments that follow each other in memory (one
+// buffer cut in pieces, as dapltest's) are joined into one, which places
+// every byte where the consumer's segments would, and frees a place.
+namespace {
+std::size_t join_adjacent(iovec *iov, void **desc, std::size_t count) {
+    std::size_t out = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (out > 0 && desc[out - 1] == desc[i] &&
+            static_cast<char *>(iov[out - 1].iov_base) + iov[out - 1].iov_len == iov[i].iov_base) {
+            iov[out - 1].iov_len += iov[i].iov_len;
+            continue;
+        }
+        iov[out] = iov[i];
+        desc[out++] = desc[i];
+    }
+    return out;
 }
+} // namespace
 
 void RdmTransport::sweep_ended(RdmEp &rep) {
     if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag)
@@ -1074,6 +1086,8 @@ DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     std::size_t count = rdm_iov(segs, nsegs, iov, desc);
+    if (count == recv_iov_limit_ && scratch_)
+        count = join_adjacent(iov, desc, count);
     if (count < recv_iov_limit_) {
         iov[count] = {scratch_, scratch_len_};
         desc[count++] = nullptr;

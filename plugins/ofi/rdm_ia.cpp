@@ -300,7 +300,7 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     tag_base_ = static_cast<std::uint64_t>(random & 0x0fffffffu) << 32;
 
     caps.max_iov = static_cast<DAT_COUNT>(
-        std::min<std::size_t>({info_->tx_attr->iov_limit, consumer_recv_iov_limit(), std::size_t(kit::kMaxIov)}));
+        std::min<std::size_t>({info_->tx_attr->iov_limit, info_->rx_attr->iov_limit, std::size_t(kit::kMaxIov)}));
     if (caps.max_iov < 1)
         caps.max_iov = 1;
     caps.max_private_data = static_cast<DAT_COUNT>(std::min<std::size_t>(kit::kMaxPrivateData, rdmwire::kMaxPdata));
@@ -417,8 +417,7 @@ void RdmTransport::query(DAT_IA_ATTR &a, DAT_PROVIDER_ATTR &) {
     std::snprintf(a.vendor_name, sizeof a.vendor_name, "libfabric %s rdm", info_->fabric_attr->prov_name);
     a.hardware_version_major = FI_MAJOR(info_->fabric_attr->prov_version);
     a.hardware_version_minor = FI_MINOR(info_->fabric_attr->prov_version);
-    const std::size_t iov = std::max<std::size_t>(
-        1, std::min<std::size_t>({info_->tx_attr->iov_limit, consumer_recv_iov_limit(), std::size_t(kit::kMaxIov)}));
+    const std::size_t iov = std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->iov_limit, kit::kMaxIov));
     const std::size_t rma_iov =
         std::max<std::size_t>(1, std::min<std::size_t>(info_->tx_attr->rma_iov_limit ? iov : 1, iov));
     fill_ia_limits(a, *info_, iov, rma_iov);
