@@ -393,6 +393,7 @@ private:
     std::vector<fid_cq *> pending_; // looked at every round
     std::vector<fid_cq *> resting_; // and at every tick while there are any
     std::chrono::steady_clock::time_point next_tick_{};
+    std::chrono::steady_clock::time_point next_connect_check_{}; // fail_connects_to_departed_peers
     // The loop's idle hook: one round of progress; returns how long the
     // loop may sleep.
     int progress_round();
@@ -406,6 +407,8 @@ private:
     // message without a receive keeps the fd readable).
     static bool woke_for_nothing(WatchedCq &w, std::chrono::steady_clock::time_point now);
     void end_connections_of_departed_peers(); // mu_ not held
+    bool connects_pending_locked() const;
+    void fail_connects_to_departed_peers(); // mu_ not held
     // mu_ held. Whether the consumer dequeued from w's EVD since the loop
     // last looked, without waiting in dat_evd_wait (whose sleep needs the
     // loop's progress when the loop consumed the fd's signal).
@@ -468,6 +471,7 @@ struct OfiEp {
     OfiDomain *dom = nullptr;    // of `pz`, counted
     const kit::Pz *pz = nullptr; // the EP's PZ when `dom` was taken (dat_ep_modify may change it)
     bool shutdown_sent = false;
+    int server_gone_seen = 0; // fail_connects_to_departed_peers' sightings
     // A graceful disconnect that libfabric does not confirm ends this long
     // after the shutdown was sent.
     kit::EventLoop::Timer *disconnect_timer = nullptr;

@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
@@ -702,7 +703,7 @@ bool bound_link_timeout(fid_ep *ep, unsigned ms) {
 // are matched to connections by their addresses. The message is lost, as one
 // that finds no receive is on a reliable connection of verbs.
 void OfiTransport::end_connections_of_departed_peers() {
-    kit::ConnectionReport report;
+    std::vector<kit::ConnectionReport> reports;
     {
         std::lock_guard<std::mutex> lock(mu_);
         struct Named {
@@ -728,12 +729,69 @@ void OfiTransport::end_connections_of_departed_peers() {
                          "for its last message; the connection ends\n", name(), (void *)n.oep->owner);
                 fi_shutdown(n.oep->ep, 0);
                 loop().disarm(n.oep->disconnect_timer);
-                report.disconnected(*n.oep->owner, false);
+                reports.emplace_back().disconnected(*n.oep->owner, false);
             }
             return false;
         });
     }
-    report.deliver();
+    for (kit::ConnectionReport &r : reports)
+        r.deliver();
+}
+
+bool OfiTransport::connects_pending_locked() const {
+    for (const auto &[id, oep] : eps_by_id_)
+        if (oep->ep && kit::ep_state(*oep->owner) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING)
+            return true;
+    return false;
+}
+
+// A server that dies holding our request unanswered: libfabric 1.17's tcp
+// may read the end of the connection while it waits for the answer and
+// report nothing (every run here that connected with a timeout), and the
+// connect would last until its timeout. Its socket shows the
+// peer's close, and the connect fails as one nobody answers
+// (dat_ep_connect(3DAT): NON_PEER_REJECTED for transport errors). Only once
+// the socket has nothing left to read and a check 100 ms before saw the
+// same: a server that rejects closes right after its answer, which tcp
+// reads and reports (PEER_REJECTED, private data) by then.
+void OfiTransport::fail_connects_to_departed_peers() {
+    std::vector<kit::ConnectionReport> reports;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        struct Named {
+            OfiEp *oep;
+            sockaddr_storage local, peer;
+        };
+        std::vector<Named> connecting;
+        for (const auto &[id, oep] : eps_by_id_) {
+            if (!oep->ep || kit::ep_state(*oep->owner) != DAT_EP_STATE_ACTIVE_CONNECTION_PENDING)
+                continue;
+            Named n{oep, {}, {}};
+            std::size_t llen = sizeof n.local, plen = sizeof n.peer;
+            if (fi_getname(&oep->ep->fid, &n.local, &llen) == 0 && fi_getpeer(oep->ep, &n.peer, &plen) == 0)
+                connecting.push_back(n);
+        }
+        if (connecting.empty())
+            return;
+        for_each_tcp_socket(POLLRDHUP, [&](int fd, const sockaddr_storage &local, const sockaddr_storage &peer) {
+            for (const Named &n : connecting) {
+                if (!n.oep->ep || !kit::same_address(n.local, local) || !kit::same_address(n.peer, peer))
+                    continue;
+                int unread = 0;
+                if (::ioctl(fd, FIONREAD, &unread) != 0 || unread > 0 || ++n.oep->server_gone_seen < 2)
+                    continue;
+                DAT2_ERR("%s: EP %p: the server closed the connection before it answered the request; the "
+                         "connect fails\n",
+                         name(), (void *)n.oep->owner);
+                kit::Ep &ep = *n.oep->owner;
+                close_endpoint(*n.oep);
+                reports.emplace_back().connect_failed(ep, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
+            }
+            return false;
+        });
+    }
+    for (kit::ConnectionReport &r : reports)
+        r.deliver();
 }
 
 } // namespace dat2::ofi

@@ -670,6 +670,22 @@ int OfiTransport::progress_round() {
         --r.dom->cq_parts;
         domain_close_if_unused(r.dom);
     }
+    // Connects in flight: every 100 ms, whether a server went away without
+    // an answer (fail_connects_to_departed_peers).
+    bool check_connects = false;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (connects_pending_locked()) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now >= next_connect_check_) {
+                next_connect_check_ = now + std::chrono::milliseconds(100);
+                check_connects = true;
+            }
+            timeout_ms = kit::min_poll_ms(timeout_ms, 100);
+        }
+    }
+    if (check_connects)
+        fail_connects_to_departed_peers();
     // The event queue's fd is to be trusted only once fi_trywait said so.
     fid *eq = &eq_->fid;
     if (fi_trywait(fabric_, &eq, 1) != FI_SUCCESS) {

@@ -810,7 +810,7 @@ void ChildPeer::run_child(const std::string &ia_name, Role role, bool expose_lmr
     DAT_RETURN r = side->open(ia_name);
     if (r != DAT_SUCCESS)
         fail(r);
-    if (role == Role::Server) {
+    if (role == Role::Server || role == Role::HoldingServer) {
         DAT_CONN_QUAL q = 0;
         DAT_PSP_HANDLE psp = DAT_HANDLE_NULL;
         if ((r = dat_psp_create_any(side->ia.ia, &q, side->cr_evd, DAT_PSP_CONSUMER_FLAG, &psp)) != DAT_SUCCESS)
@@ -819,6 +819,11 @@ void ChildPeer::run_child(const std::string &ia_name, Role role, bool expose_lmr
         pm.value = q;
         say(PeerMsg::Port, pm);
         expect_event(side->cr_evd, DAT_CONNECTION_REQUEST_EVENT);
+        if (role == Role::HoldingServer) {
+            say(PeerMsg::RequestHeld);
+            for (;;)
+                ::pause();
+        }
         if ((r = side->create_ep()) != DAT_SUCCESS)
             fail(r);
         Buffer *buf = nullptr;

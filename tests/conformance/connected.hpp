@@ -257,7 +257,7 @@ protected:
 // ---- a peer in a child process (peer death, stopped peer) --------------------------
 // Messages the child sends on its pipe.
 struct PeerMsg {
-    enum Kind : uint32_t { Port = 1, ConnectPosted, Established, Lmr, Error };
+    enum Kind : uint32_t { Port = 1, ConnectPosted, Established, Lmr, Error, RequestHeld };
     uint32_t kind = 0;
     uint32_t rmr_context = 0;
     uint64_t value = 0; // Port: conn qual; Error: DAT_RETURN or event number
@@ -277,6 +277,9 @@ public:
         // IA address) on that port (sends ConnectPosted), waits for the
         // connection (sends Established).
         Client,
+        // As Server, but takes the first request without answering it
+        // (sends RequestHeld) and waits.
+        HoldingServer,
     };
     // Forks. Call before the parent opens any IA. In the child this never
     // returns. False (with errno) if fork or pipe failed.

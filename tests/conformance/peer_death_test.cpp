@@ -147,6 +147,34 @@ TEST_P(PeerDeathTest, ClientKilledBeforeTheServerAccepts) {
     EXPECT_TRUE(ep_state_becomes(side.ep, DAT_EP_STATE_DISCONNECTED));
 }
 
+// The other way round: the server took the request and dies before it
+// answers. dat_ep_connect(3DAT): NON_PEER_REJECTED "if the connection cannot
+// be established for all reasons ... except timeout ... For example ...
+// Transport errors"; not the connect's own timeout, and never a wait for
+// ever. With a connect timeout: libfabric tcp then reported the server's end
+// in none of the runs here (with DAT_TIMEOUT_INFINITE, in all).
+TEST_P(PeerDeathTest, ServerKilledHoldingTheRequest) {
+    ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::HoldingServer)) << std::strerror(errno);
+    ASSERT_DAT_OK(side.open(GetParam()));
+    ASSERT_DAT_OK(side.create_ep());
+    PeerMsg pm;
+    ASSERT_TRUE(child.receive_kind(PeerMsg::Port, &pm));
+    IaAddress addr;
+    ASSERT_DAT_OK(ia_address(side.ia.ia, &addr));
+    ASSERT_DAT_OK(connect_ep(side.ep, addr.ptr(), pm.value, 20 * 1000 * 1000));
+    ASSERT_TRUE(child.receive_kind(PeerMsg::RequestHeld, nullptr));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500)); // held a while
+    const auto killed = std::chrono::steady_clock::now();
+    child.kill_and_reap();
+    DAT_EVENT ev{};
+    const DAT_RETURN waited = dat_evd_wait(side.conn_evd, 10'000'000, 1, &ev, nullptr);
+    ASSERT_EQ(waited, DAT_SUCCESS) << "no connection event 10 s after the kill: " << ret_text(waited);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - killed);
+    EXPECT_EQ(ev.event_number, DAT_CONNECTION_EVENT_NON_PEER_REJECTED) << event_text(ev);
+    EXPECT_LT(ms, kNoticeBound) << "the connect failed " << ms.count() << " ms after the kill";
+    EXPECT_TRUE(ep_state_becomes(side.ep, DAT_EP_STATE_DISCONNECTED));
+}
+
 } // namespace
 
 INSTANTIATE_OVER_IAS(PeerDeathTest);
