@@ -702,37 +702,52 @@ bool bound_link_timeout(fid_ep *ep, unsigned ms) {
 // show an endpoint's socket: the process's sockets that saw the peer's close
 // are matched to connections by their addresses. The message is lost, as one
 // that finds no receive is on a reliable connection of verbs.
+namespace {
+// For each EP of `eps` that `wanted` picks (mu_ held) whose TCP socket saw
+// the peer's close: seen(oep, fd). libfabric does not show an endpoint's
+// socket; it is found by the endpoint's two addresses.
+template <class Map, class Pick, class Seen>
+void visit_eps_whose_peer_closed(const Map &eps, Pick &&wanted, Seen &&seen) {
+    struct Named {
+        OfiEp *oep;
+        sockaddr_storage local, peer;
+    };
+    std::vector<Named> named;
+    for (const auto &[id, oep] : eps) {
+        if (!oep->ep || !wanted(*oep))
+            continue;
+        Named n{oep, {}, {}};
+        std::size_t llen = sizeof n.local, plen = sizeof n.peer;
+        if (fi_getname(&oep->ep->fid, &n.local, &llen) == 0 && fi_getpeer(oep->ep, &n.peer, &plen) == 0)
+            named.push_back(n);
+    }
+    if (named.empty())
+        return;
+    for_each_tcp_socket(POLLRDHUP, [&](int fd, const sockaddr_storage &local, const sockaddr_storage &peer) {
+        for (const Named &n : named)
+            if (n.oep->ep && kit::same_address(n.local, local) && kit::same_address(n.peer, peer))
+                seen(*n.oep, fd);
+        return false;
+    });
+}
+} // namespace
+
 void OfiTransport::end_connections_of_departed_peers() {
     std::vector<kit::ConnectionReport> reports;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        struct Named {
-            OfiEp *oep;
-            sockaddr_storage local, peer;
-        };
-        std::vector<Named> connected;
-        for (const auto &[id, oep] : eps_by_id_) {
-            if (!oep->ep || oep->shutdown_sent || kit::ep_state(*oep->owner) != DAT_EP_STATE_CONNECTED)
-                continue;
-            Named n{oep, {}, {}};
-            std::size_t llen = sizeof n.local, plen = sizeof n.peer;
-            if (fi_getname(&oep->ep->fid, &n.local, &llen) == 0 && fi_getpeer(oep->ep, &n.peer, &plen) == 0)
-                connected.push_back(n);
-        }
-        if (connected.empty())
-            return;
-        for_each_tcp_socket(POLLRDHUP, [&](int, const sockaddr_storage &local, const sockaddr_storage &peer) {
-            for (const Named &n : connected) {
-                if (!kit::same_address(n.local, local) || !kit::same_address(n.peer, peer))
-                    continue;
-                DAT2_LOG(log::kGeneric, "%s: EP %p: the peer closed the connection before a receive was posted "
-                         "for its last message; the connection ends\n", name(), (void *)n.oep->owner);
-                fi_shutdown(n.oep->ep, 0);
-                loop().disarm(n.oep->disconnect_timer);
-                reports.emplace_back().disconnected(*n.oep->owner, false);
-            }
-            return false;
-        });
+        visit_eps_whose_peer_closed(
+            eps_by_id_,
+            [](const OfiEp &oep) { return !oep.shutdown_sent && kit::ep_state(*oep.owner) == DAT_EP_STATE_CONNECTED; },
+            [&](OfiEp &oep, int) {
+                DAT2_LOG(log::kGeneric,
+                         "%s: EP %p: the peer closed the connection before a receive was posted "
+                         "for its last message; the connection ends\n",
+                         name(), (void *)oep.owner);
+                fi_shutdown(oep.ep, 0);
+                loop().disarm(oep.disconnect_timer);
+                reports.emplace_back().disconnected(*oep.owner, false);
+            });
     }
     for (kit::ConnectionReport &r : reports)
         r.deliver();
@@ -758,37 +773,20 @@ void OfiTransport::fail_connects_to_departed_peers() {
     std::vector<kit::ConnectionReport> reports;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        struct Named {
-            OfiEp *oep;
-            sockaddr_storage local, peer;
-        };
-        std::vector<Named> connecting;
-        for (const auto &[id, oep] : eps_by_id_) {
-            if (!oep->ep || kit::ep_state(*oep->owner) != DAT_EP_STATE_ACTIVE_CONNECTION_PENDING)
-                continue;
-            Named n{oep, {}, {}};
-            std::size_t llen = sizeof n.local, plen = sizeof n.peer;
-            if (fi_getname(&oep->ep->fid, &n.local, &llen) == 0 && fi_getpeer(oep->ep, &n.peer, &plen) == 0)
-                connecting.push_back(n);
-        }
-        if (connecting.empty())
-            return;
-        for_each_tcp_socket(POLLRDHUP, [&](int fd, const sockaddr_storage &local, const sockaddr_storage &peer) {
-            for (const Named &n : connecting) {
-                if (!n.oep->ep || !kit::same_address(n.local, local) || !kit::same_address(n.peer, peer))
-                    continue;
+        visit_eps_whose_peer_closed(
+            eps_by_id_,
+            [](const OfiEp &oep) { return kit::ep_state(*oep.owner) == DAT_EP_STATE_ACTIVE_CONNECTION_PENDING; },
+            [&](OfiEp &oep, int fd) {
                 int unread = 0;
-                if (::ioctl(fd, FIONREAD, &unread) != 0 || unread > 0 || ++n.oep->server_gone_seen < 2)
-                    continue;
+                if (::ioctl(fd, FIONREAD, &unread) != 0 || unread > 0 || ++oep.server_gone_seen < 2)
+                    return;
                 DAT2_ERR("%s: EP %p: the server closed the connection before it answered the request; the "
                          "connect fails\n",
-                         name(), (void *)n.oep->owner);
-                kit::Ep &ep = *n.oep->owner;
-                close_endpoint(*n.oep);
+                         name(), (void *)oep.owner);
+                kit::Ep &ep = *oep.owner;
+                close_endpoint(oep);
                 reports.emplace_back().connect_failed(ep, DAT_CONNECTION_EVENT_NON_PEER_REJECTED);
-            }
-            return false;
-        });
+            });
     }
     for (kit::ConnectionReport &r : reports)
         r.deliver();
