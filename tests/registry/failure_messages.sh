@@ -61,10 +61,16 @@ check "a directory as DAT_OVERRIDE: DAT_INTERNAL_ERROR" "$tmp/out" "^list: DAT_I
 # Out of file descriptors at the first call: dat_ia_open(3DAT)'s
 # DAT_INSUFFICIENT_RESOURCES, and the dat.conf is read again once the
 # process has descriptors (not "no such provider" for its lifetime).
-(ulimit -n 64; PROBE_NO_FDS=1 run "$tmp/dat.conf" good)
-check "out of descriptors at the first open: DAT_INSUFFICIENT_RESOURCES" "$tmp/out" "^short: open good: DAT_INSUFFICIENT_RESOURCES"
-check "out of descriptors: the cause is logged" "$tmp/err" "cannot read dat.conf .*: Too many open files"
-check "descriptors back: the next open reads dat.conf and opens" "$tmp/out" "^open good: ok"
+# Not in a sanitizer build: at the limit, UBSan's own type check cannot read
+# /proc/self/maps and reports an error of its own (as IaTest's case).
+if ldd "$probe" | grep -qE 'lib(a|t|ub)san'; then
+    echo "skip: out of descriptors at the first open: a sanitizer runtime in $probe needs descriptors of its own"
+else
+    (ulimit -n 64; PROBE_NO_FDS=1 run "$tmp/dat.conf" good)
+    check "out of descriptors at the first open: DAT_INSUFFICIENT_RESOURCES" "$tmp/out" "^short: open good: DAT_INSUFFICIENT_RESOURCES"
+    check "out of descriptors: the cause is logged" "$tmp/err" "cannot read dat.conf .*: Too many open files"
+    check "descriptors back: the next open reads dat.conf and opens" "$tmp/out" "^open good: ok"
+fi
 run "$tmp/dat.conf"
 if grep -q '^list:' "$tmp/out"; then echo "FAIL: listing a readable dat.conf failed"; fail=1; else echo "ok: listing a readable dat.conf"; fi
 
