@@ -57,6 +57,7 @@ declare -A known_failure=(
     [Ia/RmrConnectedTest.RdmaReadWhollyOutsideTheWindowInsideTheLmr]=rxe-mw
     [Ia/RmrInvalidateTest.InvalidatingAContextThatIsNoWindowDeliversAPlainReceive]=inv
     [Ia/QualTest.ConnectToAnotherQualifierOfAListenersPortIsNonPeerRejected]=fold
+    [Ia/PeerDeathTest.ServerKilledHoldingTheRequest]=rej
 )
 declare -A reason=(
     [pdata]="an InfiniBand/RoCE CM request carries 56 bytes of private data with IP addressing (rdma_cm's own header takes 36 of 92); max_private_data_size is 54, below the 64 dat_ia_query(3DAT) asks for"
@@ -64,6 +65,7 @@ declare -A reason=(
     [rxe-mw]="Soft-RoCE checks an access through a memory window against the memory region under it, not against the window (drivers/infiniband/sw/rxe/rxe_resp.c check_rkey); RDMA hardware checks the window"
     [fold]="rdma_cm's private data has no room for a 64-bit qualifier: a connect reaches whatever listens on the qualifier's port (kit::port_of_qual), as with OFED's cma provider (plugins/verbs/README.md)"
     [inv]="on InfiniBand/RoCE a send with invalidate naming no valid window of the receiver completes in error at the receiver and breaks the connection; it cannot be delivered as a plain receive"
+    [rej]="the kernel's CM answers a request whose listener died with a REJ as a consumer's reject is answered, without private data: the verbs plugin reports it at once, as DAT_CONNECTION_EVENT_PEER_REJECTED, not NON_PEER_REJECTED"
 )
 
 passed=0 failed=0 skipped=0 xfailed=0
