@@ -394,6 +394,7 @@ private:
     std::vector<fid_cq *> resting_; // and at every tick while there are any
     std::chrono::steady_clock::time_point next_tick_{};
     std::chrono::steady_clock::time_point next_connect_check_{}; // fail_connects_to_departed_peers
+    bool connects_maybe_pending_ = false; // set by connect(), cleared by a check that finds none (mu_)
     // The loop's idle hook: one round of progress; returns how long the
     // loop may sleep.
     int progress_round();

@@ -235,6 +235,7 @@ DAT_RETURN OfiTransport::connect(kit::Ep &ep, const sockaddr *addr, DAT_CONN_QUA
         // Receives posted so far go in before the peer can send anything.
         kit::ep_transport_ready(ep);
         std::lock_guard<std::mutex> lock(mu_);
+        connects_maybe_pending_ = true; // the loop's checks find out (progress_round)
         if (!oep.ep) {
             r = DAT_ERROR(DAT_INVALID_STATE, 0); // a concurrent reset or free
         } else if ((rc = fi_connect(oep.ep, cinfo->dest_addr, buf, len))) {
@@ -762,8 +763,8 @@ bool OfiTransport::connects_pending_locked() const {
 
 // A server that dies holding our request unanswered: libfabric 1.17's tcp
 // may read the end of the connection while it waits for the answer and
-// report nothing (every run here that connected with a timeout), and the
-// connect would last until its timeout. Its socket shows the
+// report nothing, and the connect would last until its timeout. Its socket
+// shows the
 // peer's close, and the connect fails as one nobody answers
 // (dat_ep_connect(3DAT): NON_PEER_REJECTED for transport errors). Only once
 // the socket has nothing left to read and a check 100 ms before saw the

@@ -671,17 +671,20 @@ int OfiTransport::progress_round() {
         domain_close_if_unused(r.dom);
     }
     // Connects in flight: every 100 ms, whether a server went away without
-    // an answer (fail_connects_to_departed_peers).
+    // an answer (fail_connects_to_departed_peers). The endpoints are walked
+    // only then, not at every round.
     bool check_connects = false;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        if (connects_pending_locked()) {
+        if (connects_maybe_pending_) {
             const auto now = std::chrono::steady_clock::now();
             if (now >= next_connect_check_) {
                 next_connect_check_ = now + std::chrono::milliseconds(100);
-                check_connects = true;
+                connects_maybe_pending_ = connects_pending_locked();
+                check_connects = connects_maybe_pending_;
             }
-            timeout_ms = kit::min_poll_ms(timeout_ms, 100);
+            if (connects_maybe_pending_)
+                timeout_ms = kit::min_poll_ms(timeout_ms, 100);
         }
     }
     if (check_connects)

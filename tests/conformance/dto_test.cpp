@@ -1702,10 +1702,10 @@ TEST_P(DtoTest, ReceiveOfEverySegmentTooSmallIsLocalLengthError) {
 // The same for a message that takes the provider's large-message path
 // (shm copies one of 64 KiB or more through CMA, or in segments).
 // Both at once: a message on the large-message path into a receive of as
-// many segments as the EP allows, one buffer cut in pieces (shm 1.17 copies
-// such a message by CMA until all of it fitted, for ever, when nothing
-// stands behind the receive's segments: the receive, the send and
-// dat_ia_close hung). The last piece is followed by untouched memory.
+// many segments as the EP allows, one buffer cut in pieces: the receive
+// where a transport has no segment of its own left behind the consumer's
+// (shm's CMA copy then has nowhere to put the excess). The last piece is
+// followed by untouched memory.
 TEST_P(DtoTest, LargeMessageIntoEverySegmentOfAShorterReceiveIsLocalLengthError) {
     const int n = std::min(sattr().max_recv_iov, 16);
     ASSERT_GT(n, 0);

@@ -151,8 +151,8 @@ TEST_P(PeerDeathTest, ClientKilledBeforeTheServerAccepts) {
 // answers. dat_ep_connect(3DAT): NON_PEER_REJECTED "if the connection cannot
 // be established for all reasons ... except timeout ... For example ...
 // Transport errors"; not the connect's own timeout, and never a wait for
-// ever. With a connect timeout: libfabric tcp then reported the server's end
-// in none of the runs here (with DAT_TIMEOUT_INFINITE, in all).
+// ever. With a connect timeout: that is the connect libfabric tcp leaves
+// without news of the server's end.
 TEST_P(PeerDeathTest, ServerKilledHoldingTheRequest) {
     ASSERT_TRUE(child.start(GetParam(), ChildPeer::Role::HoldingServer)) << std::strerror(errno);
     ASSERT_DAT_OK(side.open(GetParam()));
