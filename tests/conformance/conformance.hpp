@@ -47,6 +47,12 @@ inline constexpr bool kTsanBuild = false;
 
 using namespace std::chrono_literals;
 
+// How soon a wake-up the code makes at once (a CNO's fd, an agent) must be
+// seen. The bound tells "woken by the event" from "woken by a timeout or
+// never"; under TSan, with a spinning thread beside the two peers on two
+// cores, a prompt wake-up can take a few hundred ms.
+inline constexpr int kPromptWakeMs = kTsanBuild ? 1000 : 250;
+
 std::vector<std::string> ia_names();
 // DAT2_CONFORMANCE_WRITE_COMPLETION=transmit: the IAs under test complete an
 // RDMA Write once sent (the ofi plugin's write_completion=transmit), so a

@@ -383,7 +383,7 @@ TEST_P(DtoTest, ZeroLengthSendCompletesAReceive) {
 // thread next happens to look.
 TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 6;
-    constexpr long kWokenMs = 250;
+    constexpr long kWokenMs = conformance::kPromptWakeMs;
     Buffer s, r;
     ASSERT_NO_FATAL_FAILURE(make_buffers(s, 4096, 0x15, r, 4096));
     ASSERT_NO_FATAL_FAILURE(connect_pair());
@@ -435,7 +435,7 @@ TEST_P(DtoTest, AWaiterWakesForTheReceiveOfAMessageThatArrivedFirst) {
 // the receive was posted or before (libfabric tcp then holds it, and only
 // the post can complete the receive), and dat_cno_trigger names the EVD.
 TEST_P(DtoTest, ACnoFdBecomesReadableWhenAReceiveCompletes) {
-    constexpr int kReadableMs = 250;
+    constexpr int kReadableMs = conformance::kPromptWakeMs;
     Buffer s, r;
     DAT_FD fd = -1;
     DAT_CNO_HANDLE cno = DAT_HANDLE_NULL;
@@ -495,7 +495,7 @@ TEST_P(DtoTest, ACnoFdBecomesReadableWhileAnotherEvdOfTheEndpointIsPolled) {
     poller.join();
     std::cout << "[ info     ] the CNO's fd readable " << ms.count() << " ms after the send was posted\n";
     EXPECT_EQ(ready, 1) << "the CNO's fd never became readable";
-    EXPECT_LT(ms.count(), 250);
+    EXPECT_LT(ms.count(), conformance::kPromptWakeMs);
     ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xd01));
     ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xd01));
     ASSERT_DAT_OK(dat_evd_modify_cno(server.recv_evd, DAT_HANDLE_NULL));
@@ -531,7 +531,7 @@ TEST_P(DtoTest, ACnoAgentIsInvokedWhenAReceiveCompletes) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sent);
     std::cout << "[ info     ] the agent invoked " << ms.count() << " ms after the send was posted\n";
     EXPECT_EQ(agent.calls.load(), 1) << "the agent was not invoked (once) for the receive";
-    EXPECT_LT(ms.count(), 250);
+    EXPECT_LT(ms.count(), conformance::kPromptWakeMs);
     EXPECT_EQ(agent.evd.load(), server.recv_evd);
     ASSERT_TRUE(wait_dto_ok(server.recv_evd, 0xc01));
     ASSERT_TRUE(wait_dto_ok(client.req_evd, 0xc01));
@@ -1008,7 +1008,7 @@ void judge_wakes(DAT_IA_HANDLE ia, long alone, long raced, const char *what) {
 // CNO stays attached, the EVD enabled or disabled, and a message after the
 // quiet still makes the fd readable promptly.
 TEST_P(DtoTest, AnIdleConnectionWhoseRecvEvdFeedsACnoLetsTheProviderThreadsSleep) {
-    constexpr int kQuietMs = 300, kWindowMs = 1000, kReadableMs = 250;
+    constexpr int kQuietMs = 300, kWindowMs = 1000, kReadableMs = conformance::kPromptWakeMs;
     // A thread that looks every millisecond sleeps about a thousand times a
     // second. A disabled EVD triggers no CNO: its connection is as quiet as
     // one nobody waits on.

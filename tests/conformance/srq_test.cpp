@@ -543,7 +543,7 @@ TEST_P(SrqTest, TwoClientsFeedOneSrqEachEpOnItsOwnRecvEvd) {
 // already arrived (of no bytes) takes: it wakes for that receive at once.
 TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 4;
-    constexpr long kWokenMs = 250;
+    constexpr long kWokenMs = conformance::kPromptWakeMs;
     Buffer rb;
     DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
     ASSERT_NO_FATAL_FAILURE(connect_to_srq_of(kRounds, rb, srq));
@@ -575,7 +575,7 @@ TEST_P(SrqTest, AWaiterWakesForTheSrqReceiveOfAMessageThatArrivedFirst) {
 // arrived first, and the fd becomes readable.
 TEST_P(SrqTest, ACnoFdBecomesReadableForTheSrqReceiveOfAMessageThatArrivedFirst) {
     constexpr int kRounds = 4;
-    constexpr long kReadableMs = 250;
+    constexpr long kReadableMs = conformance::kPromptWakeMs;
     Buffer rb;
     DAT_SRQ_HANDLE srq = DAT_HANDLE_NULL;
     ASSERT_NO_FATAL_FAILURE(connect_to_srq_of(kRounds, rb, srq));
