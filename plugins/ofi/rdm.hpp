@@ -29,6 +29,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -42,6 +43,21 @@
 namespace dat2::ofi {
 
 struct RdmCtxBlock;
+
+// The last two segments of a receive that has no room for the scratch
+// buffer behind its segments (RdmTransport::post_recv): posted as one buffer
+// of ours, and copied out to them when the receive completes.
+struct RdmBounce {
+    iovec to[2];
+    std::size_t skip; // bytes of the message that go to the segments before them
+    // nullptr when out of memory.
+    static RdmBounce *make(const iovec *last_two, std::size_t skip);
+    static void destroy(RdmBounce *b) { std::free(b); }
+    unsigned char *data() { return reinterpret_cast<unsigned char *>(this + 1); }
+    std::size_t length() const { return to[0].iov_len + to[1].iov_len; }
+    // What a message of `received` bytes put here, into `to`.
+    void copy_out(std::size_t received);
+};
 
 // The libfabric context of one DTO record of an EP (one per kit::Op of the
 // EP, same index). A write with immediate data is two libfabric operations,
@@ -63,6 +79,8 @@ struct RdmCtx {
     // completion, so that a scan that sees it clear sees the data written.
     std::atomic<bool> writes_memory{false};
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
+    // A receive's, from its post to its completion (nullptr otherwise).
+    RdmBounce *bounce = nullptr;
 };
 
 // The contexts of an EP's records. A libfabric endpoint is shared by many
@@ -711,6 +729,10 @@ private:
     std::atomic<bool> scratch_written_{false}; // pages to give back (run_sweeps)
     void open_scratch();
     __attribute__((cold, noinline)) void oversized(kit::Completion &out);
+    // A receive with a bounce buffer completed: its data out to the
+    // consumer's segments (unless it failed or its EP is gone), the buffer freed.
+    __attribute__((cold, noinline)) static void finish_bounce(RdmCtx &c, std::size_t len,
+                                                              DAT_DTO_COMPLETION_STATUS status);
     static constexpr std::chrono::seconds kSweepFor{10};
     static constexpr std::chrono::milliseconds kSweepAgainAfter{20};
     static constexpr int kSweepsPerRound = 1024; // receives of one sweep in one round

@@ -470,6 +470,10 @@ __attribute__((always_inline)) inline RdmCtx *RdmTransport::take_ctx(RdmEp &rep,
 }
 
 void RdmTransport::give_back_ctx(RdmCtx &c) {
+    if (c.bounce) {
+        RdmBounce::destroy(c.bounce);
+        c.bounce = nullptr;
+    }
     c.writes_memory.store(false, std::memory_order_relaxed);
     c.recv_posted.store(false, std::memory_order_relaxed);
     c.left = 0;
@@ -691,6 +695,37 @@ std::size_t join_adjacent(iovec *iov, void **desc, std::size_t count) {
     return out;
 }
 } // namespace
+
+RdmBounce *RdmBounce::make(const iovec *last_two, std::size_t skip) {
+    const std::size_t len = last_two[0].iov_len + last_two[1].iov_len;
+    if (len < last_two[0].iov_len || len > SIZE_MAX - sizeof(RdmBounce))
+        return nullptr;
+    auto *b = static_cast<RdmBounce *>(std::malloc(sizeof(RdmBounce) + len));
+    if (!b)
+        return nullptr;
+    b->to[0] = last_two[0];
+    b->to[1] = last_two[1];
+    b->skip = skip;
+    return b;
+}
+
+void RdmBounce::copy_out(std::size_t received) {
+    std::size_t left = received > skip ? std::min(received - skip, length()) : 0;
+    const unsigned char *from = data();
+    for (const iovec &t : to) {
+        const std::size_t k = std::min(left, t.iov_len);
+        std::memcpy(t.iov_base, from, k);
+        from += k;
+        left -= k;
+    }
+}
+
+void RdmTransport::finish_bounce(RdmCtx &c, std::size_t len, DAT_DTO_COMPLETION_STATUS status) {
+    if (status == DAT_DTO_SUCCESS && !c.block->retired.load(std::memory_order_acquire))
+        c.bounce->copy_out(len);
+    RdmBounce::destroy(c.bounce);
+    c.bounce = nullptr;
+}
 
 void RdmTransport::sweep_ended(RdmEp &rep) {
     if (!rep.fep || !rep.tag || rep.swept_tag == rep.tag)
@@ -1088,6 +1123,26 @@ DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     std::size_t count = rdm_iov(segs, nsegs, iov, desc);
     if (count == recv_iov_limit_ && scratch_)
         count = join_adjacent(iov, desc, count);
+    if (__builtin_expect(count == recv_iov_limit_ && scratch_ && count >= 2, 0)) {
+        // Still no room for the scratch buffer: the last two segments go
+        // through a buffer of ours, which frees a place (a copy, for a
+        // receive of segments apart from each other, which DAT programs
+        // rarely post).
+        std::size_t skip = 0;
+        for (std::size_t i = 0; i + 2 < count; ++i)
+            skip += iov[i].iov_len;
+        RdmBounce *b = RdmBounce::make(&iov[count - 2], skip);
+        if (!b) {
+            give_back_ctx(*c);
+            DAT2_ERR("%s: no memory for a receive's bounce buffer of %zu bytes\n", name(),
+                     iov[count - 2].iov_len + iov[count - 1].iov_len);
+            return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_MEMORY);
+        }
+        c->bounce = b;
+        iov[count - 2] = {b->data(), b->length()};
+        desc[count - 2] = nullptr;
+        --count;
+    }
     if (count < recv_iov_limit_) {
         iov[count] = {scratch_, scratch_len_};
         desc[count++] = nullptr;

@@ -1727,6 +1727,56 @@ TEST_P(DtoTest, LargeMessageIntoEverySegmentOfAShorterReceiveIsLocalLengthError)
     EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, 0xFAu);
 }
 
+// The same with segments apart from each other in memory, as many as the
+// EP takes: a message that fits lands in them in order (the gaps between
+// them untouched), and a longer one completes the receive with
+// DAT_DTO_LENGTH_ERROR, never a hang, writing nothing outside them. Both
+// long enough for shm's CMA.
+TEST_P(DtoTest, MessagesIntoSegmentsApartFromEachOtherFillThemInOrderOrAreLocalLengthError) {
+    const size_t n = static_cast<size_t>(std::min(sattr().max_recv_iov, 16));
+    ASSERT_GT(n, 0u);
+    constexpr size_t kSeg = 32 * 1024, kGap = 4096, kBig = 1 << 20;
+    const size_t rsize = n * (kSeg + kGap) + kGap;
+    const size_t fits = n * kSeg - kSeg / 2;
+    Buffer s, r;
+    ASSERT_NO_FATAL_FAILURE(make_buffers(s, kBig, 0x53, r, rsize));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    std::vector<DAT_LMR_TRIPLET> iov;
+    for (size_t i = 0; i < n; ++i)
+        iov.push_back(r.iov(kGap + i * (kSeg + kGap), kSeg));
+    for (const size_t len : {fits, kBig}) {
+        r.fill_byte(kCanary);
+        const DAT_UINT64 ck = 0xFB0 + len;
+        ASSERT_DAT_OK(dat_ep_post_recv(server.ep, static_cast<DAT_COUNT>(n), iov.data(), cookie(ck),
+                                       DAT_COMPLETION_DEFAULT_FLAG));
+        ASSERT_DAT_OK(send(client.ep, s, 0, len, ck + 1));
+        DAT_EVENT ev{}, sent{};
+        ASSERT_TRUE(wait_dto(server.recv_evd, &ev))
+            << "no completion for a receive of " << n << " segments, a " << len << "-byte message";
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.user_cookie.as_64, ck);
+        ASSERT_TRUE(wait_dto(client.req_evd, &sent)) << "no completion for the send of " << len << " bytes";
+        EXPECT_EQ(sent.event_data.dto_completion_event_data.user_cookie.as_64, ck + 1);
+        for (size_t i = 0; i <= n; ++i)
+            EXPECT_EQ(r.mismatch_byte(i * (kSeg + kGap), kGap, kCanary), -1)
+                << "the gap before segment " << i << " written (a " << len << "-byte message)";
+        if (len == kBig) {
+            EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_ERR_LOCAL_LENGTH) << event_text(ev);
+            break; // the connection may end with the error (as on InfiniBand)
+        }
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.status, DAT_DTO_SUCCESS) << event_text(ev);
+        EXPECT_EQ(ev.event_data.dto_completion_event_data.transfered_length, len);
+        for (size_t i = 0, at = 0; i < n; ++i, at += kSeg) {
+            const size_t k = std::min(kSeg, len - std::min(len, at));
+            EXPECT_EQ(r.mismatch(kGap + i * (kSeg + kGap), k, 0x53, at), -1) << "segment " << i;
+            EXPECT_EQ(r.mismatch_byte(kGap + i * (kSeg + kGap) + k, kSeg - k, kCanary), -1)
+                << "segment " << i << " written beyond the message";
+        }
+    }
+    // One more, left posted: the end of the connection takes it back.
+    ASSERT_DAT_OK(
+        dat_ep_post_recv(server.ep, static_cast<DAT_COUNT>(n), iov.data(), cookie(0xFBF), DAT_COMPLETION_DEFAULT_FLAG));
+}
+
 TEST_P(DtoTest, LargeMessageIntoAShorterReceiveIsLocalLengthError) {
     constexpr size_t kBig = 1 << 20, kRoom = 64 * 1024;
     Buffer s, r;
