@@ -44,6 +44,31 @@ namespace dat2::ofi {
 
 struct RdmCtxBlock;
 
+// The receives one libfabric endpoint holds for all the EPs that share it
+// (RdmFabricEp::recv_budget). A provider takes an unexpected message, and
+// the hello of a connection, from the same pool of entries as the posted
+// receives (shm: 1024); once posted receives fill it, the message at the
+// head of shm's queue can never be taken and nothing behind it moves. So
+// posts stop short of the pool: the rest stays for what the transport and
+// the unexpected messages need. Counted by reference: the endpoint holds
+// one, each receive with the provider one more (it may complete after the
+// endpoint is gone).
+struct RdmRecvBudget {
+    std::atomic<long> refs{1};
+    long capacity = 0;
+    // One more receive, unless `capacity` are with the provider.
+    bool take() {
+        if (refs.fetch_add(1, std::memory_order_acq_rel) - 1 < capacity)
+            return true;
+        release();
+        return false;
+    }
+    void release() {
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+            delete this;
+    }
+};
+
 // The last two segments of a receive that has no room for the scratch
 // buffer behind its segments (RdmTransport::post_recv): posted as one buffer
 // of ours, and copied out to them when the receive completes.
@@ -81,6 +106,7 @@ struct RdmCtx {
     DAT_DTO_COMPLETION_STATUS status = DAT_DTO_SUCCESS;
     // A receive's, from its post to its completion (nullptr otherwise).
     RdmBounce *bounce = nullptr;
+    RdmRecvBudget *budget = nullptr;
 };
 
 // The contexts of an EP's records. A libfabric endpoint is shared by many
@@ -180,6 +206,15 @@ struct RdmFabricEp {
     // at fi_enable).
     fid_cntr *rma_cntr = nullptr;
     std::uint64_t rma_seen = 0; // the loop's: the count at its last round
+    RdmRecvBudget *recv_budget = nullptr; // the consumers' receives it holds
+
+    RdmFabricEp() = default;
+    RdmFabricEp(const RdmFabricEp &) = delete;
+    RdmFabricEp &operator=(const RdmFabricEp &) = delete;
+    ~RdmFabricEp() {
+        if (recv_budget)
+            recv_budget->release();
+    }
 
     // Closes the endpoint, then its counter. While its queues live on:
     // RdmTransport::close_fep.
@@ -228,6 +263,9 @@ struct RdmEp {
     // An RDMA write since the last send (fence_after_write_ only); posting
     // threads of the EP set and take it without a lock.
     std::atomic<bool> wrote{false};
+    // A receive posted before the connection did not fit when the connection
+    // came (post_recv): the connection ends once established.
+    std::atomic<bool> recv_refused{false};
     // A graceful disconnect waits (on this timer) for the requests in flight.
     kit::EventLoop::Timer *disconnect_timer = nullptr;
     bool graceful_pending = false;
@@ -725,6 +763,7 @@ private:
     // shm only, and not where it wants local buffers registered (FI_MR_LOCAL).
     void *scratch_ = nullptr;
     std::size_t scratch_len_ = 0;
+    long recv_budget_ = 0;                     // RdmRecvBudget::capacity of every libfabric endpoint
     std::size_t recv_iov_limit_ = 0;           // a receive with fewer segments gets the scratch as one more
     std::atomic<bool> scratch_written_{false}; // pages to give back (run_sweeps)
     void open_scratch();

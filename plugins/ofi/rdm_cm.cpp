@@ -279,6 +279,8 @@ void RdmTransport::conn_ready(std::uint64_t id, std::uint32_t events) {
         if (ready) {
             kit::ep_transport_ready(*ready);
             hello(rep_of(*ready));
+            if (rep_of(*ready).recv_refused.exchange(false, std::memory_order_acq_rel))
+                break_connection_later(rep_of(*ready).id); // after the ESTABLISHED reported below
         }
         report.deliver();
         if (!more)
@@ -353,6 +355,8 @@ void RdmTransport::on_message(RdmConn &c, const rdmwire::Message &m, kit::Connec
         if (m.kind == kReady) {
             c.state = RdmConn::kConnected;
             report.established(*rep->owner, nullptr, 0, local_port(c.fd));
+            if (rep->recv_refused.exchange(false, std::memory_order_acq_rel))
+                break_connection_later(rep->id); // see RdmEp::recv_refused
         } else if (m.kind == kDisconnect) {
             // The requester gave up before our accept was established: the
             // accept failed to complete (dat_cr_accept(3DAT)).

@@ -203,8 +203,13 @@ __attribute__((always_inline)) inline bool RdmTransport::translate(void *context
         return false;
     }
     status = c.status;
+    // Before writes_memory clears: the data is in place then.
     if (__builtin_expect(c.bounce != nullptr, 0))
-        finish_bounce(c, len, status);                     // before writes_memory clears: the data is in place then
+        finish_bounce(c, len, status);
+    if (c.budget) {
+        c.budget->release();
+        c.budget = nullptr;
+    }
     c.recv_posted.store(false, std::memory_order_release); // after the status (a sweep's: sweep_step)
     c.writes_memory.store(false, std::memory_order_release);
     const std::size_t index = static_cast<std::size_t>(&c - block->ctx.get());

@@ -317,6 +317,8 @@ std::unique_ptr<RdmFabricEp> RdmTransport::make_fabric_ep(kit::Ep &ep, RdmDomain
         forget_departed_peers(dom); // before fi_enable
     }
     auto fep = std::make_unique<RdmFabricEp>();
+    fep->recv_budget = new RdmRecvBudget;
+    fep->recv_budget->capacity = recv_budget_;
     fep->dom = &dom;
     fep->request_evd = ep.request_evd;
     fep->recv_evd = ep.recv_evd;
@@ -470,6 +472,10 @@ __attribute__((always_inline)) inline RdmCtx *RdmTransport::take_ctx(RdmEp &rep,
 }
 
 void RdmTransport::give_back_ctx(RdmCtx &c) {
+    if (c.budget) {
+        c.budget->release();
+        c.budget = nullptr;
+    }
     if (c.bounce) {
         RdmBounce::destroy(c.bounce);
         c.bounce = nullptr;
@@ -853,6 +859,7 @@ bool RdmTransport::run_sweeps(std::vector<kit::Evd *> &wake) {
 }
 
 void RdmTransport::end_data_path(RdmEp &rep) {
+    rep.recv_refused.store(false, std::memory_order_relaxed);
     cancel_receives(rep);
     sweep_ended(rep);
     drop_deferred(rep);
@@ -1118,6 +1125,19 @@ DAT_RETURN RdmTransport::post_recv(kit::Ep &ep, kit::Op &op, const kit::Segment 
     if (DAT_RETURN r = post_context(rep, op, c))
         return r;
     RdmFabricEp *fep = rep.fep;
+    if (!fep->recv_budget->take()) {
+        give_back_ctx(*c);
+        DAT2_ERR("%s: EP %p: a receive refused: the EPs of its pair of EVDs hold %ld, all its libfabric endpoint "
+                 "takes\n",
+                 name(), (void *)&ep, fep->recv_budget->capacity);
+        // One the consumer posted before the connection (ep_transport_ready
+        // posts them) was answered DAT_SUCCESS: the connection ends, and the
+        // kit flushes it with the others, rather than leave it unfilled.
+        if (!ep.transport_ready.load(std::memory_order_acquire))
+            rep.recv_refused.store(true, std::memory_order_release);
+        return DAT_ERROR(DAT_INSUFFICIENT_RESOURCES, DAT_RESOURCE_TEP);
+    }
+    c->budget = fep->recv_budget;
     iovec iov[kit::kMaxIov];
     void *desc[kit::kMaxIov];
     std::size_t count = rdm_iov(segs, nsegs, iov, desc);

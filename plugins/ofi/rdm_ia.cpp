@@ -313,6 +313,8 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     const std::size_t queue = std::min(info_->tx_attr->size, info_->rx_attr->size);
     const std::size_t usable = queue > 2 * kOwnPosts ? queue - kOwnPosts : std::max<std::size_t>(1, queue / 2);
     caps.max_dtos = static_cast<DAT_COUNT>(std::min(static_cast<std::size_t>(caps.max_dtos), usable));
+    const std::size_t rx = info_->rx_attr->size;
+    recv_budget_ = static_cast<long>(rx > 2 * kOwnPosts ? rx - kOwnPosts : std::max<std::size_t>(1, rx / 2));
     // No send with invalidate and no Endpoint-scoped windows, as on the MSG
     // transport: shm and rxm carry out RDMA at the target in their own
     // progress, checking only the key's domain, before any code of ours sees

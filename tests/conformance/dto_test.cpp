@@ -760,6 +760,93 @@ TEST_P(DtoTest, LastOfManyDeepEndpointsOnOneEvdCompletesAndWakes) {
         EXPECT_DAT_OK(dat_ep_free(ep));
 }
 
+// Two Endpoints on one pair of EVDs, each with max_dto_per_ep receives
+// posted before its connection: together more than a transport that shares
+// one receive queue between them (ofi-shm, ofi-rxm) holds. Every receive
+// still completes exactly once: on an Endpoint whose connection stays up,
+// the messages sent to it land in order; one whose receives did not fit
+// sees its connection end and its receives flushed; nothing waits for ever.
+TEST_P(DtoTest, ReceivesOfTwoEndpointsOnOneEvdPairBeyondTheSharedQueueEachCompleteOnce) {
+    constexpr int kMessages = 64;
+    DAT_IA_ATTR ia{};
+    ASSERT_DAT_OK(query_ia(server.ia.ia, &ia, nullptr));
+    const DAT_COUNT per_ep = std::min<DAT_COUNT>(ia.max_dto_per_ep, 1024);
+    ASSERT_GE(per_ep, kMessages);
+    DAT_EP_ATTR deep = suite_ep_attr(server.ia.ia);
+    deep.max_recv_dtos = per_ep;
+    DAT_EVD_HANDLE srecv = DAT_HANDLE_NULL, sreq = DAT_HANDLE_NULL, creq = DAT_HANDLE_NULL;
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, 2 * per_ep + 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &srecv));
+    ASSERT_DAT_OK(dat_evd_create(server.ia.ia, 16, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &sreq));
+    ASSERT_DAT_OK(dat_evd_create(client.ia.ia, 4 * kMessages, DAT_HANDLE_NULL, DAT_EVD_DTO_FLAG, &creq));
+    DAT_EP_HANDLE sep[2] = {}, cep[2] = {};
+    Buffer sbuf, rbuf;
+    ASSERT_DAT_OK(client.register_buffer(sbuf, 64));
+    ASSERT_DAT_OK(server.register_buffer(rbuf, 2 * static_cast<size_t>(per_ep) * 64));
+    for (int e = 0; e < 2; ++e) {
+        ASSERT_DAT_OK(server.create_ep_on(&sep[e], srecv, sreq, server.conn_evd, &deep));
+        ASSERT_DAT_OK(client.create_ep_on(&cep[e], client.recv_evd, creq, client.conn_evd));
+        for (DAT_COUNT i = 0; i < per_ep; ++i)
+            ASSERT_DAT_OK(recv(sep[e], rbuf, (static_cast<size_t>(e * per_ep + i)) * 64, 64,
+                               (static_cast<DAT_UINT64>(e) << 32) | static_cast<DAT_UINT64>(i)));
+    }
+    for (int e = 0; e < 2; ++e) {
+        ASSERT_DAT_OK(connect_ep(cep[e], server_addr.ptr(), port));
+        const DAT_CR_HANDLE cr = server_wait_cr();
+        ASSERT_NE(cr, DAT_HANDLE_NULL);
+        ASSERT_NO_FATAL_FAILURE(accept_pair(cr, nullptr, 0, nullptr, nullptr, sep[e]));
+    }
+    for (int e = 0; e < 2; ++e)
+        for (int m = 0; m < kMessages; ++m) {
+            const DAT_RETURN r = send(cep[e], sbuf, 0, 4, 0x5000 + static_cast<DAT_UINT64>(m));
+            ASSERT_TRUE(r == DAT_SUCCESS || DAT_GET_TYPE(r) == DAT_INVALID_STATE) << ret_text(r);
+        }
+    // Until each Endpoint has its messages, or an error says its connection ended.
+    int landed[2] = {0, 0}, failed[2] = {0, 0};
+    std::set<DAT_UINT64> seen;
+    auto take = [&](DAT_TIMEOUT timeout_us) {
+        DAT_EVENT ev{};
+        DAT_COUNT nmore = 0;
+        if (dat_evd_wait(srecv, timeout_us, 1, &ev, &nmore) != DAT_SUCCESS)
+            return false;
+        const auto &d = ev.event_data.dto_completion_event_data;
+        const DAT_UINT64 ck = d.user_cookie.as_64;
+        const int e = static_cast<int>(ck >> 32);
+        EXPECT_TRUE(seen.insert(ck).second) << "receive " << (ck & 0xffffffffu) << " of EP " << e << " completed twice";
+        if (d.status == DAT_DTO_SUCCESS) {
+            EXPECT_EQ(failed[e], 0) << "EP " << e << ": a receive succeeded after one failed";
+            EXPECT_EQ(ck & 0xffffffffu, static_cast<DAT_UINT64>(landed[e])) << "EP " << e << ": out of order";
+            ++landed[e];
+        } else {
+            ++failed[e];
+        }
+        return true;
+    };
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((landed[0] < kMessages && !failed[0]) || (landed[1] < kMessages && !failed[1])) {
+        ASSERT_LT(std::chrono::steady_clock::now(), until)
+            << "received " << landed[0] << " and " << landed[1] << " of " << kMessages
+            << " messages each, and no error: the Endpoints wait for ever";
+        take(100'000);
+    }
+    EXPECT_TRUE(landed[0] == kMessages || landed[1] == kMessages) << "neither Endpoint received its messages";
+    // The rest come back flushed once both connections end.
+    for (DAT_EP_HANDLE ep : cep)
+        EXPECT_DAT_OK(dat_ep_disconnect(ep, DAT_CLOSE_ABRUPT_FLAG));
+    while (seen.size() < 2 * static_cast<size_t>(per_ep)) {
+        ASSERT_LT(std::chrono::steady_clock::now(), until + std::chrono::seconds(10))
+            << seen.size() << " of " << 2 * per_ep << " receives completed";
+        take(100'000);
+    }
+    std::cout << "[ info     ] " << per_ep << " receives on each EP: " << landed[0] << " and " << landed[1]
+              << " messages landed, " << failed[0] << " and " << failed[1] << " receives failed\n";
+    for (DAT_EP_HANDLE ep : cep)
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    for (DAT_EP_HANDLE ep : sep)
+        EXPECT_DAT_OK(dat_ep_free(ep));
+    for (DAT_EVD_HANDLE evd : {srecv, sreq, creq})
+        EXPECT_DAT_OK(dat_evd_free(evd));
+}
+
 // An EVD shared by two Endpoints outlives the other EVD of one of them: that
 // Endpoint and its recv EVD are freed, and a consumer blocked on the shared
 // EVD, and one that blocks afterwards, are still woken by completions of the
