@@ -207,9 +207,24 @@ void cr_refuse_unanswerable(Cr &cr) {
     cr_destroy(cr);
 }
 
+// Private data from the peer, as long as the IA's max_private_data_size at
+// most: a consumer sizes its buffer by it (dat_ia_query(3DAT)), and a
+// hostile or foreign peer can send more than our transports' wire formats
+// would from us. The excess is cut, and said in a log line.
+static std::size_t peer_pdata_len(const Ia &ia, std::size_t len, const char *what) {
+    const auto max = static_cast<std::size_t>(ia.caps.max_private_data);
+    if (len <= max)
+        return len;
+    DAT2_ERR("%s: %s carried %zu bytes of private data, more than the %zu this IA takes: only the first %zu kept\n",
+             ia.name.c_str(), what, len, max, max);
+    return max;
+}
+
 void ep_post_connection_event(Ep &ep, DAT_EVENT_NUMBER number, const void *pdata, std::size_t len) {
     if (!ep.connect_evd)
         return;
+    if (pdata && len)
+        len = peer_pdata_len(*ep.ia, len, "the peer's answer to a connection");
     DAT_EVENT e;
     std::memset(&e, 0, sizeof e);
     e.event_number = number;
@@ -331,7 +346,7 @@ void on_connection_request(Psp &psp, void *tp_request, const sockaddr *remote, c
         std::memcpy(&cr->remote, remote, sockaddr_size(remote));
         cr->remote_port = port_of(remote);
     }
-    pdata_len = std::min(pdata_len, sizeof cr->private_data);
+    pdata_len = std::min(peer_pdata_len(ia, pdata_len, "a connection request"), sizeof cr->private_data);
     if (pdata && pdata_len)
         std::memcpy(cr->private_data, pdata, pdata_len);
     cr->private_data_size = static_cast<DAT_COUNT>(pdata_len);

@@ -182,6 +182,36 @@ TEST_P(CmHostileTest, RequestWithAnAddressTheProviderCannotTakeEndsItsAcceptInEr
     ASSERT_NO_FATAL_FAILURE(connect_pair());
 }
 
+// A request with more private data than the IA's max_private_data_size
+// (the side channel's format has room for 256 bytes): the Consumer, who
+// sizes its buffers by that attribute (dat_ia_query(3DAT)), is handed no
+// more than it; the listener keeps serving.
+TEST_P(CmHostileTest, RequestWithMorePrivateDataThanTheIaTakesIsCutToIt) {
+    IaAttributes a;
+    ASSERT_DAT_OK(a.query(server.ia.ia));
+    const std::string vendor = a.ia.vendor_name;
+    if (vendor.size() < 4 || vendor.compare(vendor.size() - 4, 4, " rdm") != 0)
+        GTEST_SKIP() << GetParam() << " (" << vendor << "): its requests are libfabric's or rdma_cm's, "
+                     << "which this test does not forge";
+    const DAT_COUNT max = a.provider().max_private_data_size;
+    ASSERT_GT(max, 0);
+    ASSERT_LT(max, 256);
+    int fd = raw_connect();
+    ASSERT_GE(fd, 0) << "raw TCP connection to the PSP's port: " << std::strerror(errno);
+    std::string request = header(1, 256, 1);
+    for (int i = 0; i < 8; ++i)
+        request[16 + i] = static_cast<char>(static_cast<uint64_t>(port) >> (56 - 8 * i));
+    send_bytes(fd, request + "\x7f" + std::string(256, 'P'));
+    DAT_EVENT ev{};
+    ASSERT_TRUE(wait_event(server.cr_evd, DAT_CONNECTION_REQUEST_EVENT, &ev));
+    const DAT_CR_HANDLE cr = ev.event_data.cr_arrival_event_data.cr_handle;
+    DAT_CR_PARAM param{};
+    ASSERT_DAT_OK(dat_cr_query(cr, DAT_CR_FIELD_ALL, &param));
+    EXPECT_LE(param.private_data_size, max) << "more private data than max_private_data_size";
+    EXPECT_DAT_OK(dat_cr_reject(cr, 0, nullptr));
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+}
+
 } // namespace
 
 INSTANTIATE_OVER_IAS(CmHostileTest);
