@@ -7,7 +7,9 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <poll.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -115,6 +117,14 @@ std::string expect(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev) {
 }
 
 // The loopback check proper. Returns "" when it passed, else what failed.
+// CPU time of the whole process, in ms.
+double cpu_ms() {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+constexpr int kIdleMs = 300;
+
 std::string loopback(const std::string &name, Check &check) {
     Side server, client;
     std::string failure;
@@ -207,6 +217,21 @@ std::string loopback(const std::string &name, Check &check) {
         what = expect(client.conn_evd, DAT_CONNECTION_EVENT_DISCONNECTED, &ev);
         if (!what.empty() && ev.event_number != DAT_CONNECTION_EVENT_BROKEN)
             return "client side not disconnected: " + what;
+        // An entry whose provider keeps a CPU busy once its connection has
+        // ended (libfabric 1.17's net: its queues' wait fds stay readable)
+        // would cost every process that opens it a CPU for nothing.
+        check.stage("idle after the connection");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const double cpu0 = cpu_ms();
+        std::this_thread::sleep_for(std::chrono::milliseconds(kIdleMs));
+        const double busy = cpu_ms() - cpu0;
+        if (busy > kIdleMs / 2.0) {
+            char text[160];
+            std::snprintf(text, sizeof text,
+                          "once its connection ended, the provider kept a CPU busy: %.0f ms of CPU time in %d ms", busy,
+                          kIdleMs);
+            return text;
+        }
         check.stage("close");
         dat_psp_free(psp);
         return "";

@@ -433,6 +433,21 @@ TEST_P(LimitsConnectedTest, IdleConnectionCostsNoMoreWithAThousandEvds) {
                                     << evds.size() << " more EVDs in the IA, " << few << " ms without them";
 }
 
+// A connection that ended (a graceful disconnect, the EPs kept) costs the
+// process no more CPU than it did while it was up: nothing the transport
+// still watches for it keeps its threads awake.
+TEST_P(LimitsConnectedTest, AConnectionThatEndedCostsNoMoreThanAnIdleOne) {
+    ASSERT_NO_FATAL_FAILURE(connect_pair());
+    const double up = idle_cpu_ms();
+    ASSERT_NO_FATAL_FAILURE(disconnect_pair(client));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const double ended = idle_cpu_ms();
+    std::printf("%.1f ms CPU in 400 ms while the connection was up, %.1f ms once it ended\n", up, ended);
+    EXPECT_LE(ended, 2 * up + 20.0) << "the ended connection cost " << ended << " ms of CPU time in 400 ms, " << up
+                                    << " ms while it was up";
+    EXPECT_LT(up, 200.0) << "an idle connection kept a CPU busy half the time";
+}
+
 // Hundreds of connections whose DTOs complete on one EVD per side: every
 // completion arrives, through dat_evd_wait and dat_evd_dequeue, and once the
 // connections are gone the process holds the descriptors it held before
