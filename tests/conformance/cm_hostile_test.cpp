@@ -86,7 +86,18 @@ protected:
         return h;
     }
 
+    // Whether the IA's connections go over the RDM transport's side channel,
+    // whose messages a test can forge (its IAs name themselves "libfabric
+    // <provider> rdm"); `vendor` is the IA's vendor name either way.
+    bool rdm_side_channel() {
+        IaAttributes a;
+        EXPECT_DAT_OK(a.query(server.ia.ia));
+        vendor = a.ia.vendor_name;
+        return vendor.size() >= 4 && vendor.compare(vendor.size() - 4, 4, " rdm") == 0;
+    }
+
     std::vector<int> fds;
+    std::string vendor;
 };
 
 TEST_P(CmHostileTest, GarbageTruncatedOversizedAndHalfOpenConnectionsLeaveTheListenerServing) {
@@ -158,11 +169,8 @@ TEST_P(CmHostileTest, GarbageTruncatedOversizedAndHalfOpenConnectionsLeaveTheLis
 // reads as many as its address format has; the listener keeps serving.
 TEST_P(CmHostileTest, RequestWithAnAddressTheProviderCannotTakeEndsItsAcceptInError) {
     // Only the RDM transport's side channel takes a fabric address from the
-    // requester (its IAs name themselves "libfabric <provider> rdm").
-    IaAttributes a;
-    ASSERT_DAT_OK(a.query(server.ia.ia));
-    const std::string vendor = a.ia.vendor_name;
-    if (vendor.size() < 4 || vendor.compare(vendor.size() - 4, 4, " rdm") != 0)
+    // requester.
+    if (!rdm_side_channel())
         GTEST_SKIP() << GetParam() << " (" << vendor << "): its connection manager is libfabric's or rdma_cm's, "
                      << "which takes no fabric address from the requester";
     int fd = raw_connect();
@@ -187,13 +195,10 @@ TEST_P(CmHostileTest, RequestWithAnAddressTheProviderCannotTakeEndsItsAcceptInEr
 // sizes its buffers by that attribute (dat_ia_query(3DAT)), is handed no
 // more than it; the listener keeps serving.
 TEST_P(CmHostileTest, RequestWithMorePrivateDataThanTheIaTakesIsCutToIt) {
-    IaAttributes a;
-    ASSERT_DAT_OK(a.query(server.ia.ia));
-    const std::string vendor = a.ia.vendor_name;
-    if (vendor.size() < 4 || vendor.compare(vendor.size() - 4, 4, " rdm") != 0)
+    if (!rdm_side_channel())
         GTEST_SKIP() << GetParam() << " (" << vendor << "): its requests are libfabric's or rdma_cm's, "
                      << "which this test does not forge";
-    const DAT_COUNT max = a.provider().max_private_data_size;
+    const DAT_COUNT max = max_private_data_size;
     ASSERT_GT(max, 0);
     ASSERT_LT(max, 256);
     int fd = raw_connect();
