@@ -118,7 +118,6 @@ std::string expect(DAT_EVD_HANDLE evd, DAT_EVENT_NUMBER want, DAT_EVENT *ev) {
     return "";
 }
 
-// The loopback check proper. Returns "" when it passed, else what failed.
 // How long the process's threads ran or waited to run, in ms, summed
 // (/proc/self/task/*/schedstat): a thread that spins is runnable the whole
 // time however loaded the machine is, where its CPU time shrinks with the
@@ -151,6 +150,7 @@ double runnable_ms() {
 }
 constexpr int kIdleMs = 300;
 
+// The loopback check proper. Returns "" when it passed, else what failed.
 std::string loopback(const std::string &name, Check &check) {
     Side server, client;
     std::string failure;

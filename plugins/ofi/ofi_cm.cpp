@@ -764,8 +764,7 @@ bool OfiTransport::connects_pending_locked() const {
 // A server that dies holding our request unanswered: libfabric 1.17's tcp
 // may read the end of the connection while it waits for the answer and
 // report nothing, and the connect would last until its timeout. Its socket
-// shows the
-// peer's close, and the connect fails as one nobody answers
+// shows the peer's close, and the connect fails as one nobody answers
 // (dat_ep_connect(3DAT): NON_PEER_REJECTED for transport errors). Only once
 // the socket has nothing left to read and a check 100 ms before saw the
 // same: a server that rejects closes right after its answer, which tcp

@@ -310,11 +310,13 @@ DAT_RETURN RdmTransport::open(kit::Capabilities &caps) {
     // the transport posts itself (a connection's hello, the sweep of an
     // ended one): one EP alone gets no more than that.
     constexpr std::size_t kOwnPosts = 64;
+    auto usable = [](std::size_t queue) {
+        return queue > 2 * kOwnPosts ? queue - kOwnPosts : std::max<std::size_t>(1, queue / 2);
+    };
     const std::size_t queue = std::min(info_->tx_attr->size, info_->rx_attr->size);
-    const std::size_t usable = queue > 2 * kOwnPosts ? queue - kOwnPosts : std::max<std::size_t>(1, queue / 2);
-    caps.max_dtos = static_cast<DAT_COUNT>(std::min(static_cast<std::size_t>(caps.max_dtos), usable));
-    const std::size_t rx = info_->rx_attr->size;
-    recv_budget_ = static_cast<long>(rx > 2 * kOwnPosts ? rx - kOwnPosts : std::max<std::size_t>(1, rx / 2));
+    caps.max_dtos = static_cast<DAT_COUNT>(std::min(static_cast<std::size_t>(caps.max_dtos), usable(queue)));
+    // And all the EPs of one libfabric endpoint together (RdmRecvBudget).
+    recv_budget_ = static_cast<long>(usable(info_->rx_attr->size));
     // No send with invalidate and no Endpoint-scoped windows, as on the MSG
     // transport: shm and rxm carry out RDMA at the target in their own
     // progress, checking only the key's domain, before any code of ours sees
