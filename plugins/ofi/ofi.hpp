@@ -388,6 +388,8 @@ private:
         bool found_queued = false; // what kick_progress's drive found
         int empty_wakes = 0;       // fd wakes in a row whose drive found nothing (woke_for_nothing)
         std::chrono::steady_clock::time_point empty_since{};
+        bool suspect = false; // woke_for_nothing said so: fd_stays_readable looks at the fd
+        bool muted = false;   // its watch waits for nothing (fd_stays_readable)
     };
     std::unordered_map<fid_cq *, WatchedCq> cqs_;
     std::vector<fid_cq *> pending_; // looked at every round
@@ -407,6 +409,14 @@ private:
     // for long enough to look for peers that left (a peer's close behind a
     // message without a receive keeps the fd readable).
     static bool woke_for_nothing(WatchedCq &w, std::chrono::steady_clock::time_point now);
+    // mu_ held, fi_trywait has just trusted w's fd. Whether the fd is
+    // readable all the same, looked at after wakes that found nothing: a
+    // provider whose fi_trywait does not look at its queue (sockets: an
+    // error completion keeps the fd readable until the queue is read empty)
+    // would wake the loop for good. Such a queue's watch waits for nothing
+    // and the queue is driven on the backoff, until fi_trywait and the fd
+    // agree again.
+    bool fd_stays_readable(WatchedCq &w);
     void end_connections_of_departed_peers(); // mu_ not held
     bool connects_pending_locked() const;
     void fail_connects_to_departed_peers(); // mu_ not held

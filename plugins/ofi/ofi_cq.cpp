@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <poll.h>
 #include <memory>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -474,6 +475,7 @@ void OfiTransport::rest(fid_cq *cq, WatchedCq &w) {
         return;
     loop().unwatch(w.watch);
     w.watch = nullptr;
+    w.muted = false;
     if (w.pending) {
         w.pending = false;
         pending_.erase(std::find(pending_.begin(), pending_.end(), cq));
@@ -539,6 +541,24 @@ bool OfiTransport::woke_for_nothing(WatchedCq &w, std::chrono::steady_clock::tim
     return true;
 }
 
+bool OfiTransport::fd_stays_readable(WatchedCq &w) {
+    if (!w.suspect && !w.muted)
+        return false;
+    w.suspect = false;
+    pollfd p{w.fd, POLLIN, 0};
+    const bool readable = ::poll(&p, 1, 0) > 0;
+    if (readable != w.muted) {
+        if (readable)
+            DAT2_LOG(log::kGeneric,
+                     "%s: a completion queue's fd stays readable once fi_trywait trusts it: "
+                     "driven on a timer until they agree\n",
+                     name());
+        loop().modify(w.watch, readable ? 0u : std::uint32_t{EPOLLIN});
+        w.muted = readable;
+    }
+    return readable;
+}
+
 void OfiTransport::cq_ready(fid_cq *cq) {
     kit::Evd *wake = nullptr;
     bool look_for_departed = false;
@@ -553,6 +573,7 @@ void OfiTransport::cq_ready(fid_cq *cq) {
         } else if (WatchedCq *w = kick_progress(cq)) {
             wake = w->evd;
             look_for_departed = woke_for_nothing(*w, now);
+            w->suspect = w->suspect || look_for_departed;
         }
     }
     if (look_for_departed)
@@ -643,7 +664,7 @@ int OfiTransport::progress_round() {
             }
             const bool queued = w.backoff.count() ? drive(cq) : true; // kicked just now: look
             fid *f = &cq->fid;
-            if (w.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS) {
+            if (w.fd >= 0 && fi_trywait(fabric_, &f, 1) == FI_SUCCESS && !fd_stays_readable(w)) {
                 w.pending = false;
                 pending_[i] = pending_.back();
                 pending_.pop_back();
