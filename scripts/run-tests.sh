@@ -147,7 +147,7 @@ if [ -e "$out/plain/lib/libdat.so" ]; then
       t0=$SECONDS
       DAT2_MPI_TIMEOUT=${DAT2_MPI_TIMEOUT:-300} bash "$top/tests/clients/openmpi-1.6.5-udapl.sh" "$out/plain/lib" "$ia" \
         "$where" >"$log" 2>&1
-      grep -E "^(PASS|FAIL|SKIP):|^# size|[|]" "$log" | sed 's/^/[openmpi] /'
+      grep -E "^(PASS|FAIL|SKIP):|^# size|[|]|^peer:" "$log" | sed 's/^/[openmpi] /'
       n=$(grep -c "^PASS:" "$log"); f=$(grep -c "^FAIL:" "$log")
       if grep -q "^SKIP:" "$log" && [ "$f" = 0 ]; then
         skips=$((skips + 1))

@@ -166,10 +166,11 @@ for s in sorted(set(lat_u) | set(bw_u)):
         return f"{a[s]:12.2f}" if s in a else "           -"
     print(f"{s:7d} {v(lat_u)} {v(lat_t)} {r(lat_u, lat_t)}  | {v(bw_u)} {v(bw_t)} {r(bw_u, bw_t)}")
 PY
-# shm's pace on this host moves between runs, fi_pingpong's as much as ours
-# (two groups about three times apart: docs/performance.md). Its own
-# ping-pong in the same minute, on the two cores the ranks were bound to,
-# says which one the table above ran in.
+# shm's latency on this host falls into two groups about three times apart,
+# fi_pingpong's as much as ours, and each run lands in one of them at its
+# start (docs/performance.md). libfabric's own ping-pong over shm, in the
+# same minute on the cores the ranks were bound to, is the peer beside the
+# table: what a program with nothing between it and libfabric got here.
 if [ "$ia" = ofi-shm ] && [ "$where" = local ]; then
     if command -v fi_pingpong >/dev/null; then
         port=$((40000 + $$ % 20000))
@@ -178,9 +179,9 @@ if [ "$ia" = ofi-shm ] && [ "$where" = local ]; then
         us=$(taskset -c 1 timeout 30 fi_pingpong -p shm -e rdm -S 8 -I 100000 -P $port 127.0.0.1 2>/dev/null |
             awk '$1 == 8 {print $7}')
         wait
-        echo "shm on this host in the same minute: fi_pingpong -p shm -e rdm, 8 B: ${us:-no figure} us one-way"
+        echo "peer: fi_pingpong -p shm -e rdm -S 8, same minute, same cores: ${us:-no figure} us one-way"
     else
-        echo "shm on this host: not measured (no fi_pingpong; Debian's libfabric-bin has it)"
+        echo "peer: fi_pingpong not run (not installed; Debian's libfabric-bin has it)"
     fi
 fi
 echo "openmpi-1.6.5 udapl: $([ $fail = 0 ] && echo passed || echo failed) (outputs in $out; load average $(cut -d' ' -f1-3 /proc/loadavg))"
