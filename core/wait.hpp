@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <poll.h>
 #include <unistd.h>
 
 namespace dat2::kit {
@@ -80,6 +81,12 @@ inline void drain_fd(int fd) {
     std::uint64_t v;
     while (::read(fd, &v, sizeof v) == sizeof v) {
     }
+}
+
+// Whether `fd` shows all of `events` (POLLIN...) right now, without waiting.
+inline bool fd_ready_now(int fd, short events) {
+    pollfd p{fd, events, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & events) == events;
 }
 
 // Marks an object as going away and waits until every thread counted in

@@ -6,6 +6,7 @@
 
 #include "log.hpp"
 #include "sockaddr.hpp"
+#include "wait.hpp"
 
 #include <arpa/inet.h>
 #include <chrono>
@@ -632,11 +633,8 @@ void for_each_tcp_socket(short events, F &&f) {
         socklen_t tlen = sizeof type;
         if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM)
             continue;
-        if (events) {
-            pollfd p{fd, events, 0};
-            if (::poll(&p, 1, 0) != 1 || (p.revents & events) != events)
-                continue;
-        }
+        if (events && !kit::fd_ready_now(fd, events))
+            continue;
         sockaddr_storage local{}, peer{};
         socklen_t llen = sizeof local, plen = sizeof peer;
         if (getsockname(fd, reinterpret_cast<sockaddr *>(&local), &llen) != 0 ||

@@ -4,12 +4,12 @@
 #include "ofi.hpp"
 
 #include "log.hpp"
+#include "wait.hpp"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <new>
-#include <poll.h>
 #include <memory>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -545,8 +545,7 @@ bool OfiTransport::fd_stays_readable(WatchedCq &w) {
     if (!w.suspect && !w.muted)
         return false;
     w.suspect = false;
-    pollfd p{w.fd, POLLIN, 0};
-    const bool readable = ::poll(&p, 1, 0) > 0;
+    const bool readable = kit::fd_ready_now(w.fd, POLLIN);
     if (readable != w.muted) {
         if (readable)
             DAT2_LOG(log::kGeneric,

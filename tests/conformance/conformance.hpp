@@ -48,8 +48,8 @@ inline constexpr bool kTsanBuild = false;
 using namespace std::chrono_literals;
 
 // How soon a wake-up the code makes at once (a CNO's fd, an agent) must be
-// seen. The bound tells "woken by the event" from "woken by a timeout or
-// never" (seconds); on two cores shared with other tests, or under TSan
+// seen. The bound tells "woken by the event" from "woken by a timeout
+// (seconds away) or never"; on two cores shared with other tests, or under TSan
 // with a spinning thread beside the two peers, a prompt wake-up can take a
 // few hundred ms.
 inline constexpr int kPromptWakeMs = kTsanBuild || kAsanBuild ? 1000 : 500;
